@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("vellum: under construction"); return 1; }

@@ -1,0 +1,100 @@
+// Vellum's CPU kernels: pure functions on raw pointers, dims, strides and caller-owned
+// workspace. No allocation on the hot path, no exceptions, no model or request types.
+//
+// Every kernel has a scalar reference in kernels/ref/ that reads like llama2.c and ISA versions
+// (AVX-512, AVX512-BF16, AMX) chosen once at run time from cpu::selected_isa(); VELLUM_ISA forces a
+// lower one. Tests compare each path with the reference (tests/kernels/).
+//
+// Layout conventions: row-major; a "row stride" is in elements; token-major activations
+// [num_tokens, ...]. OpenMP parallelises inside a kernel where it pays.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vellum::kernels {
+
+// Storage type of a weight matrix or embedding table (GGML layouts).
+enum class WeightType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
+
+// Storage type of the paged KV cache.
+enum class KvType : uint8_t { kF32, kF16, kBF16 };
+
+size_t kv_type_size(KvType type);  // bytes per element
+// Bytes of one row of `n` elements (n % 32 == 0 for Q8_0).
+size_t weight_row_bytes(WeightType type, int64_t n);
+
+// ---- Elementwise and normalisation -------------------------------------------------------
+
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:]   (out may alias x)
+// x, out: (n_rows, dim) contiguous; weight: (dim)
+void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
+              float eps);
+
+// out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
+void silu_mul(float* out, const float* gate, const float* up, int64_t n);
+
+// x[i] += y[i]
+void add_inplace(float* x, const float* y, int64_t n);
+
+// Rotary embedding, GGML "normal" mode (what llama-architecture GGUF files expect: Q/K were
+// permuted at conversion so that adjacent pairs (x[2i], x[2i+1]) rotate together).
+// x: (num_tokens, num_heads, head_dim) with a row stride between tokens (elements), modified in
+// place. positions: (num_tokens). inv_freq: (rot_dim / 2), already divided by any per-dimension
+// frequency factors (Llama-3 rope scaling); dims at and past rot_dim are left as they are.
+// angle(t, i) = positions[t] * inv_freq[i].
+void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
+                  int64_t head_dim, int64_t rot_dim, const int32_t* positions,
+                  const float* inv_freq);
+
+// out[t, :] = dequantized row ids[t] of table (n_rows_table, dim) stored as `type`.
+void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
+              int64_t num_ids);
+
+// ---- Paged KV cache ----------------------------------------------------------------------
+//
+// Per layer, the K and V pools are each (num_blocks, num_kv_heads, block_size, head_dim) of
+// KvType. A token's slot is block_id * block_size + offset in block.
+
+// Writes new K and V rows into their slots. k, v: (num_tokens, num_kv_heads, head_dim) with
+// token strides k_stride / v_stride (elements). A slot < 0 means padding: skip that token.
+void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                       void* k_cache, void* v_cache, const int64_t* slot_mapping,
+                       int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
+                       int64_t block_size, KvType type);
+
+struct PagedAttentionParams {
+  int64_t num_seqs = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;   // num_heads % num_kv_heads == 0 (GQA/MQA)
+  int64_t head_dim = 0;
+  int64_t block_size = 0;
+  int64_t max_blocks_per_seq = 0;  // row length of block_tables
+  float scale = 1.0f;              // usually 1/sqrt(head_dim)
+  KvType kv_type = KvType::kF32;
+};
+
+// Varlen causal attention over the paged cache for a flat batch mixing prefill chunks and decode
+// tokens. Sequence s owns query tokens [query_start_loc[s], query_start_loc[s+1]) and has
+// seq_lens[s] tokens in the cache in total (earlier context + these new tokens, already written
+// by reshape_and_cache). Query token j of s sits at position seq_lens[s] - q_len_s + j and
+// attends to cache positions [0, that position].
+// out: (num_tokens, num_heads, head_dim) contiguous. q: same shape with token stride q_stride.
+// block_tables: (num_seqs, max_blocks_per_seq) int32. workspace: at least
+// paged_attention_workspace_bytes(params, max_seq_len, num_threads) bytes, 64-byte aligned.
+void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
+                     const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
+                     const int32_t* query_start_loc, const PagedAttentionParams& params,
+                     void* workspace);
+size_t paged_attention_workspace_bytes(const PagedAttentionParams& params, int64_t max_seq_len,
+                                       int num_threads);
+
+// Copies whole blocks inside one pool: for each i, block dst[i] := block src[i].
+// pool: num_blocks * block_bytes bytes.
+void copy_blocks(void* pool, int64_t block_bytes, const int32_t* src, const int32_t* dst,
+                 int64_t num_pairs);
+// Copies whole blocks between two pools (device <-> host swap): dst_pool[dst[i]] := src_pool[src[i]].
+void swap_blocks(void* dst_pool, const void* src_pool, int64_t block_bytes, const int32_t* src,
+                 const int32_t* dst, int64_t num_pairs);
+
+}  // namespace vellum::kernels

@@ -1,0 +1,49 @@
+// Shared helpers for tests: where the real model files are, and skipping when they are absent.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace vellum::testing {
+
+// ../shared/models relative to the source tree, or $VELLUM_TEST_MODELS. Empty if neither exists.
+inline std::filesystem::path models_dir() {
+  if (const char* env = std::getenv("VELLUM_TEST_MODELS"); env != nullptr && *env != '\0') {
+    if (std::filesystem::is_directory(env)) return env;
+  }
+  const std::filesystem::path candidate =
+      std::filesystem::path(VELLUM_SOURCE_DIR) / ".." / "shared" / "models";
+  if (std::filesystem::is_directory(candidate)) return std::filesystem::weakly_canonical(candidate);
+  return {};
+}
+
+// A file under the models directory, or empty if it is not there.
+inline std::filesystem::path model_file(const std::string& relative) {
+  const auto dir = models_dir();
+  if (dir.empty()) return {};
+  auto path = dir / relative;
+  return std::filesystem::exists(path) ? path : std::filesystem::path{};
+}
+
+// A scratch directory unique to the running test binary.
+inline std::filesystem::path temp_dir() {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("vellum-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace vellum::testing
+
+// Skips the current test when a file from ../shared/models is missing, saying which and where.
+#define VELLUM_REQUIRE_MODEL_FILE(var, relative)                                             \
+  const std::filesystem::path var = ::vellum::testing::model_file(relative);                \
+  if (var.empty()) {                                                                         \
+    GTEST_SKIP() << "test model '" << (relative)                                            \
+                 << "' not found: put the shared models at ../shared/models or set "        \
+                    "VELLUM_TEST_MODELS";                                                    \
+  }
