@@ -1,0 +1,48 @@
+// Engine configuration, grouped the way vLLM groups it (EngineConfig{ModelConfig, CacheConfig,
+// SchedulerConfig, ParallelConfig}); option names follow vLLM's command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vellum {
+
+struct ModelConfig {
+  std::string model;             // path to a GGUF file
+  std::string dtype = "auto";    // auto | bfloat16 | float32  (--dtype)
+  int64_t max_model_len = 0;     // 0: the model's context length  (--max-model-len)
+  std::string chat_template;     // path to a Jinja file overriding the model's (--chat-template)
+  std::string served_model_name; // name reported by the API; empty: derived from the file name
+};
+
+struct CacheConfig {
+  int64_t block_size = 16;                  // tokens per KV block  (--block-size)
+  std::string cache_dtype = "auto";         // auto | f32 | f16 | bf16  (--kv-cache-dtype)
+  int64_t kv_cache_memory_bytes = 0;        // explicit KV budget (--kv-cache-memory); 0: use fraction
+  double kv_cache_fraction = 0.0;           // of available memory (--kv-cache-fraction); 0: default
+  bool enable_prefix_caching = true;        // (--enable-prefix-caching / --no-...)
+  int64_t swap_space_bytes = 0;             // host swap tier for preemption by swap (--swap-space)
+  int64_t num_blocks_override = 0;          // exact number of KV blocks (tests, --num-kv-blocks)
+};
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 0;       // token budget per step; 0: default (2048 or max_model_len)
+  int64_t max_num_seqs = 256;               // (--max-num-seqs)
+  bool enable_chunked_prefill = true;       // (--enable-chunked-prefill)
+  int64_t long_prefill_token_threshold = 0; // (--long-prefill-token-threshold)
+  std::string policy = "fcfs";              // fcfs | priority  (--scheduling-policy)
+  std::string preemption_mode = "recompute"; // recompute | swap  (--preemption-mode)
+};
+
+struct ParallelConfig {
+  int num_threads = 0;                      // 0: physical cores available (--threads)
+};
+
+struct EngineConfig {
+  ModelConfig model;
+  CacheConfig cache;
+  SchedulerConfig scheduler;
+  ParallelConfig parallel;
+};
+
+}  // namespace vellum

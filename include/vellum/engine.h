@@ -1,0 +1,87 @@
+// Vellum's public engine API: LLMEngine (vLLM's LLMEngine: add requests, step, collect outputs)
+// and LLM (offline batch generation).
+//
+// Thread-safety: an LLMEngine is driven by one thread (add_request / abort_request / step). The
+// server wraps it in a thread-safe client.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "vellum/config.h"
+#include "vellum/outputs.h"
+#include "vellum/sampling_params.h"
+#include "vellum/status.h"
+
+namespace vellum {
+
+// A prompt is text (tokenized with the model's tokenizer, BOS per its metadata) or token ids.
+using Prompt = std::variant<std::string, std::vector<int32_t>>;
+
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  double kv_cache_usage = 0.0;            // 0..1
+  int64_t prefix_cache_queries = 0;       // tokens looked up, cumulative
+  int64_t prefix_cache_hits = 0;          // tokens hit, cumulative
+  int64_t num_preemptions = 0;            // cumulative
+  int64_t prompt_tokens = 0;              // cumulative, computed (not cached) prompt tokens
+  int64_t generation_tokens = 0;          // cumulative
+  int64_t num_kv_blocks = 0;
+  int64_t block_size = 0;
+};
+
+class LLMEngine {
+ public:
+  // Loads the model and sizes the KV cache. Throws vellum::Error with a message that names the
+  // problem and the fix (bad model file, unsupported dtype, KV budget too small, ...).
+  static std::unique_ptr<LLMEngine> create(const EngineConfig& config);
+  virtual ~LLMEngine() = default;
+
+  // Validates and queues a request. Returns an error message (vLLM's wording) instead of queueing
+  // when the prompt or the parameters are invalid; other requests are not affected.
+  [[nodiscard]] virtual std::optional<std::string> add_request(const std::string& request_id,
+                                                               const Prompt& prompt,
+                                                               const SamplingParams& params,
+                                                               int priority = 0) = 0;
+  // Aborts a request wherever it is (waiting, prefilling, running, preempted). Its final output
+  // (finish_reason "abort") is returned by the next step(). False if the id is unknown.
+  virtual bool abort_request(const std::string& request_id) = 0;
+
+  // Runs one engine step: schedule, forward, sample, update. Returns the outputs produced in this
+  // step according to each request's output kind.
+  virtual std::vector<RequestOutput> step() = 0;
+  virtual bool has_unfinished_requests() const = 0;
+
+  virtual EngineStats stats() const = 0;
+  virtual const EngineConfig& config() const = 0;
+
+  // Tokenizer access for front ends.
+  virtual std::vector<int32_t> encode(const std::string& text, bool add_special = true,
+                                      bool parse_special = false) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids,
+                             bool skip_special_tokens = true) const = 0;
+  virtual int64_t max_model_len() const = 0;
+  virtual int64_t vocab_size() const = 0;
+};
+
+// Offline batch generation: runs all prompts to completion and returns outputs in prompt order.
+class LLM {
+ public:
+  explicit LLM(const EngineConfig& config);
+  ~LLM();
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
+                                      const std::vector<SamplingParams>& params);
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
+                                      const SamplingParams& params);
+  LLMEngine& engine() { return *engine_; }
+
+ private:
+  std::unique_ptr<LLMEngine> engine_;
+};
+
+}  // namespace vellum

@@ -1,0 +1,61 @@
+// The model seam: one implementation per architecture (one file each), chosen by a registry.
+//
+// A Model owns its packed weights and activation workspace. forward() runs one flat varlen batch
+// (ForwardBatch) against the paged KV cache and returns logits only for the rows asked for.
+// Thread-safety: forward() is called by the engine core thread only; kernels parallelise inside.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/forward_batch.h"
+#include "model/io/model_config.h"
+#include "model/kv_cache.h"
+
+namespace vellum::gguf {
+class GgufFile;
+}
+
+namespace vellum::model {
+
+struct ModelLoadOptions {
+  // vLLM's --dtype: auto keeps the weights' own type, bfloat16 converts f32/f16 weights once at
+  // load (AMX where present), float32 computes everything in f32.
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::kAuto;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+
+  // Runs the batch. Writes the K/V of every batch token into kv_cache at its slot, then returns
+  // logits: (batch.num_logits(), vocab_size) f32, row i for token batch.logits_indices[i].
+  virtual void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) = 0;
+
+  // Shape of the KV cache this model needs, for a given block size and storage type.
+  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type) const {
+    const ModelConfig& c = config();
+    return KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim, block_size, type};
+  }
+
+  // Bytes of weights one forward pass reads (for bandwidth reports).
+  virtual size_t weight_bytes() const = 0;
+  // A one-line description: architecture, sizes and the types weights are held in.
+  virtual std::string describe() const = 0;
+};
+
+// Supported architectures, for error messages ("llama").
+std::vector<std::string> supported_architectures();
+
+// Builds the model for file's general.architecture. The model keeps `file` alive (it may read
+// tensors such as the embedding table straight from the mapping). Throws vellum::Error naming the
+// file and the problem (unknown architecture, missing tensor, unsupported tensor type).
+std::unique_ptr<Model> load_model(std::shared_ptr<const gguf::GgufFile> file,
+                                  const ModelLoadOptions& options);
+
+}  // namespace vellum::model

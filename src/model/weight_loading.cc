@@ -1,0 +1,84 @@
+#include "model/weight_loading.h"
+
+#include <fmt/ranges.h>
+
+#include <cstring>
+
+#include "common/check.h"
+
+namespace vellum::model {
+
+kernels::WeightType weight_type_of(const gguf::GgufFile& file, const gguf::TensorInfo& tensor) {
+  switch (tensor.type) {
+    case gguf::GgmlType::F32: return kernels::WeightType::kF32;
+    case gguf::GgmlType::F16: return kernels::WeightType::kF16;
+    case gguf::GgmlType::BF16: return kernels::WeightType::kBF16;
+    case gguf::GgmlType::Q8_0: return kernels::WeightType::kQ8_0;
+    default: break;
+  }
+  VELLUM_THROW(ErrorCode::kUnsupported,
+               "{}: tensor '{}' has type {}, which this build cannot run yet; supported tensor "
+               "types: F32, F16, BF16, Q8_0 (re-quantize the model to one of them)",
+               file.path().string(), tensor.name, gguf::ggml_type_name(tensor.type));
+}
+
+const gguf::TensorInfo& require_tensor(const gguf::GgufFile& file, std::string_view name) {
+  const gguf::TensorInfo* tensor = file.find_tensor(name);
+  VELLUM_CHECK(tensor != nullptr, ErrorCode::kInvalidModel,
+               "{}: required tensor '{}' is missing; the file is incomplete or not a llama-family "
+               "model",
+               file.path().string(), name);
+  return *tensor;
+}
+
+std::vector<float> load_f32_vector(const gguf::GgufFile& file, std::string_view name,
+                                   int64_t expected_size) {
+  const gguf::TensorInfo& tensor = require_tensor(file, name);
+  VELLUM_CHECK(tensor.num_elements() == expected_size, ErrorCode::kInvalidModel,
+               "{}: tensor '{}' has {} elements, expected {}", file.path().string(), name,
+               tensor.num_elements(), expected_size);
+  const kernels::WeightType type = weight_type_of(file, tensor);
+  std::vector<float> out(static_cast<size_t>(expected_size));
+  const int32_t row = 0;
+  kernels::get_rows(out.data(), tensor.data, type, expected_size, &row, 1);
+  return out;
+}
+
+kernels::PackedLinear pack_fused_linear(const gguf::GgufFile& file,
+                                        const std::vector<std::string>& names,
+                                        const std::vector<int64_t>& expected_rows, int64_t n_in,
+                                        kernels::MatmulPrecision precision) {
+  VELLUM_ASSERT(!names.empty() && names.size() == expected_rows.size());
+  const gguf::TensorInfo& first = require_tensor(file, names[0]);
+  const kernels::WeightType type = weight_type_of(file, first);
+  int64_t total_rows = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const gguf::TensorInfo& t = require_tensor(file, names[i]);
+    VELLUM_CHECK(t.shape.size() == 2 && t.shape[0] == n_in && t.shape[1] == expected_rows[i],
+                 ErrorCode::kInvalidModel,
+                 "{}: tensor '{}' has shape [{}], expected [{}, {}]", file.path().string(), t.name,
+                 fmt::join(t.shape, ", "), n_in, expected_rows[i]);
+    VELLUM_CHECK(weight_type_of(file, t) == type, ErrorCode::kUnsupported,
+                 "{}: tensors '{}' ({}) and '{}' ({}) have different types; mixed-type fused "
+                 "projections are not supported yet",
+                 file.path().string(), first.name, gguf::ggml_type_name(first.type), t.name,
+                 gguf::ggml_type_name(t.type));
+    total_rows += expected_rows[i];
+  }
+  if (names.size() == 1) {
+    return kernels::PackedLinear::pack(first.data, type, total_rows, n_in, precision);
+  }
+  // GGML rows are contiguous and independent, so concatenating the tensors' bytes concatenates
+  // their rows. The copy lives only until pack() has prepared its own layout.
+  const size_t row_bytes = kernels::weight_row_bytes(type, n_in);
+  std::vector<uint8_t> fused(row_bytes * static_cast<size_t>(total_rows));
+  size_t offset = 0;
+  for (const auto& name : names) {
+    const gguf::TensorInfo& t = require_tensor(file, name);
+    std::memcpy(fused.data() + offset, t.data, t.nbytes);
+    offset += t.nbytes;
+  }
+  return kernels::PackedLinear::pack(fused.data(), type, total_rows, n_in, precision);
+}
+
+}  // namespace vellum::model
