@@ -1,0 +1,51 @@
+// AVX-512 versions of the kernels. Each .cc in this directory is compiled with its own
+// -mavx512* flags (see ../CMakeLists.txt); call these only when cpu::selected_isa() allows:
+//   >= Isa::kAvx512     everything here except the *_bf16 dot and VNNI kernels
+//   >= Isa::kAvx512Bf16 gemm_bf16_dot, gemm_q8_0_vnni, convert_f32_to_bf16 uses plain AVX-512
+// Semantics are those of the same-named functions in kernels.h / ref/ref_kernels.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernels.h"
+#include "kernels/packed_weights.h"
+
+namespace vellum::kernels::avx512 {
+
+void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
+              float eps);
+void silu_mul(float* out, const float* gate, const float* up, int64_t n);
+void add_inplace(float* x, const float* y, int64_t n);
+void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
+              int64_t num_ids);
+void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                       void* k_cache, void* v_cache, const int64_t* slot_mapping,
+                       int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
+                       int64_t block_size, KvType type);
+// Round-to-nearest-even f32 -> bf16 bits, NaN kept quiet (matches float_to_bf16).
+void convert_f32_to_bf16(uint16_t* out, const float* x, int64_t n);
+
+// Head dims above this go to the reference (per-thread tiles are sized for it).
+inline constexpr int64_t kMaxAttentionHeadDim = 256;
+void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
+                     const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
+                     const int32_t* query_start_loc, const PagedAttentionParams& params,
+                     void* workspace);
+size_t paged_attention_workspace_bytes(const PagedAttentionParams& params);
+
+// y (m, n_out) = x (m, n_in) · Wᵀ on detail::PackedWeights.
+void gemm_f32(float* y, const float* x, int64_t m, const detail::PackedWeights& w);
+void gemm_f16(float* y, const float* x, int64_t m, const detail::PackedWeights& w);
+// bf16 weights widened to f32 and FMA (for AVX-512 without AVX512-BF16).
+void gemm_bf16_fma(float* y, const float* x, int64_t m, const detail::PackedWeights& w);
+// bf16 weights with _mm512_dpbf16_ps; x is rounded to bf16 into scratch.
+void gemm_bf16_dot(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                   void* scratch);
+size_t gemm_bf16_scratch_bytes(int64_t m, int64_t n_in);
+// Q8_0 with VNNI: x is quantized per 32-block to int8 in scratch.
+void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                    void* scratch);
+size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t k_pad);
+
+}  // namespace vellum::kernels::avx512

@@ -1,0 +1,154 @@
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "common/half.h"
+#include "kernels/avx512/avx512_kernels.h"
+#include "kernels/avx512/vec_math.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace vellum::kernels::avx512 {
+
+void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
+              float eps) {
+#pragma omp parallel for schedule(static) if (n_rows * dim >= 65536)
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * dim;
+    float* outr = out + r * dim;
+    // Two accumulators hide the FMA latency; sums of squares of hidden states fit f32 well.
+    __m512 acc0 = _mm512_setzero_ps();
+    __m512 acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= dim; i += 32) {
+      const __m512 a = _mm512_loadu_ps(xr + i);
+      const __m512 b = _mm512_loadu_ps(xr + i + 16);
+      acc0 = _mm512_fmadd_ps(a, a, acc0);
+      acc1 = _mm512_fmadd_ps(b, b, acc1);
+    }
+    for (; i < dim; i += 16) {
+      const __m512 a = _mm512_maskz_loadu_ps(tail_mask(dim - i), xr + i);
+      acc0 = _mm512_fmadd_ps(a, a, acc0);
+    }
+    const float ss = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    const __m512 inv =
+        _mm512_set1_ps(1.0f / std::sqrt(ss / static_cast<float>(dim) + eps));
+    for (i = 0; i < dim; i += 16) {
+      const __mmask16 m = tail_mask(dim - i);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), inv);
+      _mm512_mask_storeu_ps(outr + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i)));
+    }
+  }
+}
+
+void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(m, up + i);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, u));
+  }
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(
+        x + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+void convert_f32_to_bf16(uint16_t* out, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 18))
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm256_mask_storeu_epi16(out + i, m, to_bf16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+namespace {
+
+void dequantize_row(float* out, const void* row, WeightType type, int64_t dim) {
+  switch (type) {
+    case WeightType::kF32:
+    case WeightType::kQ8_0:
+      break;
+    case WeightType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(row);
+      for (int64_t i = 0; i < dim; i += 16) {
+        const __mmask16 m = tail_mask(dim - i);
+        _mm512_mask_storeu_ps(out + i, m, load_f16(h + i, m));
+      }
+      return;
+    }
+    case WeightType::kBF16: {
+      const auto* h = static_cast<const uint16_t*>(row);
+      for (int64_t i = 0; i < dim; i += 16) {
+        const __mmask16 m = tail_mask(dim - i);
+        _mm512_mask_storeu_ps(out + i, m, load_bf16(h + i, m));
+      }
+      return;
+    }
+  }
+  if (type == WeightType::kQ8_0) {
+    const auto* blocks = static_cast<const BlockQ8_0*>(row);
+    for (int64_t b = 0; b < dim / kQ8_0BlockSize; ++b) {
+      const __m512 d = _mm512_set1_ps(fp16_to_float(blocks[b].d));
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs + 16));
+      _mm512_storeu_ps(out + b * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo))));
+      _mm512_storeu_ps(out + b * 32 + 16,
+                       _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi))));
+    }
+    return;
+  }
+  ref::dequantize_row(out, row, type, dim);  // f32: a copy
+}
+
+void store_row(void* dst, const float* src, int64_t n, KvType type) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, src + i);
+    switch (type) {
+      case KvType::kF32: _mm512_mask_storeu_ps(static_cast<float*>(dst) + i, m, v); break;
+      case KvType::kF16: _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, m, to_f16(v)); break;
+      case KvType::kBF16: _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, m, to_bf16(v)); break;
+    }
+  }
+}
+
+}  // namespace
+
+void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
+              int64_t num_ids) {
+  const size_t row_bytes = weight_row_bytes(type, dim);
+  for (int64_t t = 0; t < num_ids; ++t) {
+    const auto* row = static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[t]) * row_bytes;
+    dequantize_row(out + t * dim, row, type, dim);
+  }
+}
+
+void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                       void* k_cache, void* v_cache, const int64_t* slot_mapping,
+                       int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
+                       int64_t block_size, KvType type) {
+  const size_t elem = kv_type_size(type);
+#pragma omp parallel for schedule(static) if (num_tokens * num_kv_heads * head_dim >= 65536)
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t slot = slot_mapping[t];
+    if (slot < 0) continue;
+    const int64_t block_id = slot / block_size;
+    const int64_t offset = slot % block_size;
+    for (int64_t h = 0; h < num_kv_heads; ++h) {
+      const int64_t dst = ((block_id * num_kv_heads + h) * block_size + offset) * head_dim;
+      store_row(static_cast<uint8_t*>(k_cache) + dst * elem, k + t * k_stride + h * head_dim,
+                head_dim, type);
+      store_row(static_cast<uint8_t*>(v_cache) + dst * elem, v + t * v_stride + h * head_dim,
+                head_dim, type);
+    }
+  }
+}
+
+}  // namespace vellum::kernels::avx512

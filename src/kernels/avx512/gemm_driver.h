@@ -1,0 +1,44 @@
+// The loop nest shared by the AVX-512 GEMM kernels (header-only, AVX-512 translation units only).
+//
+// Micro-tiles are kRowsPerTile activation rows × kColsPerTile weight rows (output columns): each
+// weight vector is loaded once and used for up to 4 activation rows, which is what makes a
+// batch of m decode rows cost far less than m single-row products. The weight rows of one
+// column tile stay in L1/L2 while all row tiles of an m-block pass over them, so DRAM reads the
+// weights once per m-block (one block covers every decode batch, m <= kRowBlock).
+// Threads split the output columns: each streams a disjoint slice of the weights.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace vellum::kernels::avx512 {
+
+inline constexpr int kColsPerTile = 4;
+inline constexpr int kRowsPerTile = 4;
+inline constexpr int64_t kRowBlock = 64;
+
+// kernel.template tile<R>(r0, j0, num_cols): rows [r0, r0 + R), columns [j0, j0 + num_cols),
+// num_cols in 1..kColsPerTile (a kernel may read clamped column indices but stores num_cols).
+template <class Kernel>
+void run_gemm(int64_t m, int64_t n_out, const Kernel& kernel) {
+  const int64_t num_col_tiles = (n_out + kColsPerTile - 1) / kColsPerTile;
+#pragma omp parallel
+  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
+    const int64_t m_end = std::min(m, mb + kRowBlock);
+#pragma omp for schedule(static)
+    for (int64_t jt = 0; jt < num_col_tiles; ++jt) {
+      const int64_t j0 = jt * kColsPerTile;
+      const int num_cols = static_cast<int>(std::min<int64_t>(kColsPerTile, n_out - j0));
+      for (int64_t r0 = mb; r0 < m_end; r0 += kRowsPerTile) {
+        switch (std::min<int64_t>(kRowsPerTile, m_end - r0)) {
+          case 1: kernel.template tile<1>(r0, j0, num_cols); break;
+          case 2: kernel.template tile<2>(r0, j0, num_cols); break;
+          case 3: kernel.template tile<3>(r0, j0, num_cols); break;
+          default: kernel.template tile<4>(r0, j0, num_cols); break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace vellum::kernels::avx512

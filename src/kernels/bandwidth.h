@@ -1,0 +1,14 @@
+// Measured memory read bandwidth, the yardstick for decode (weights) and paged-attention (K/V)
+// benchmarks: they report achieved GB/s as a fraction of this.
+#pragma once
+
+#include <cstddef>
+
+namespace vellum::kernels {
+
+// Streams `bytes` (use several times the last-level cache) with num_threads OpenMP threads,
+// each reading its slice as 4 interleaved streams, best of a few repetitions. Allocates and
+// touches the buffer first; takes about 10 passes over it. Returns GB/s (1e9 bytes/s).
+double measure_read_bandwidth_gbps(size_t bytes, int num_threads);
+
+}  // namespace vellum::kernels

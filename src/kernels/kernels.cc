@@ -1,0 +1,118 @@
+// Front end of the kernels in kernels.h: picks the ISA version once per call from
+// cpu::selected_isa() (a relaxed atomic load), falling back to the scalar reference.
+#include "kernels/kernels.h"
+
+#include <cstring>
+
+#include "common/half.h"
+#include "cpu/isa.h"
+#include "kernels/avx512/avx512_kernels.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace vellum::kernels {
+namespace {
+
+bool use_avx512() { return cpu::selected_isa() >= cpu::Isa::kAvx512; }
+
+}  // namespace
+
+size_t kv_type_size(KvType type) { return type == KvType::kF32 ? 4 : 2; }
+
+size_t weight_row_bytes(WeightType type, int64_t n) {
+  switch (type) {
+    case WeightType::kF32: return static_cast<size_t>(n) * 4;
+    case WeightType::kF16:
+    case WeightType::kBF16: return static_cast<size_t>(n) * 2;
+    case WeightType::kQ8_0: return static_cast<size_t>(n / kQ8_0BlockSize) * sizeof(BlockQ8_0);
+  }
+  return 0;
+}
+
+void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
+              float eps) {
+  if (use_avx512()) return avx512::rms_norm(out, x, weight, n_rows, dim, eps);
+  ref::rms_norm(out, x, weight, n_rows, dim, eps);
+}
+
+void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
+  if (use_avx512()) return avx512::silu_mul(out, gate, up, n);
+  ref::silu_mul(out, gate, up, n);
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  if (use_avx512()) return avx512::add_inplace(x, y, n);
+  ref::add_inplace(x, y, n);
+}
+
+// The cos/sin of each (token, pair) are computed once and shared by all heads, so the scalar
+// code is already cheap next to the matmuls around it; there is no vector version.
+void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
+                  int64_t head_dim, int64_t rot_dim, const int32_t* positions,
+                  const float* inv_freq) {
+  ref::rope_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions,
+                    inv_freq);
+}
+
+void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
+              int64_t num_ids) {
+  if (use_avx512()) return avx512::get_rows(out, table, type, dim, ids, num_ids);
+  ref::get_rows(out, table, type, dim, ids, num_ids);
+}
+
+void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                       void* k_cache, void* v_cache, const int64_t* slot_mapping,
+                       int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
+                       int64_t block_size, KvType type) {
+  if (use_avx512()) {
+    return avx512::reshape_and_cache(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping,
+                                     num_tokens, num_kv_heads, head_dim, block_size, type);
+  }
+  ref::reshape_and_cache(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping, num_tokens,
+                         num_kv_heads, head_dim, block_size, type);
+}
+
+void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
+                     const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
+                     const int32_t* query_start_loc, const PagedAttentionParams& params,
+                     void* workspace) {
+  if (params.num_seqs <= 0) return;
+  if (use_avx512() && params.head_dim <= avx512::kMaxAttentionHeadDim) {
+    return avx512::paged_attention(out, q, q_stride, k_cache, v_cache, block_tables, seq_lens,
+                                   query_start_loc, params, workspace);
+  }
+  ref::paged_attention(out, q, q_stride, k_cache, v_cache, block_tables, seq_lens,
+                       query_start_loc, params, workspace);
+}
+
+size_t paged_attention_workspace_bytes(const PagedAttentionParams& params,
+                                       int64_t /*max_seq_len*/, int /*num_threads*/) {
+  // Only the AVX-512 kernel uses workspace (a work-item prefix per sequence; its per-thread
+  // tiles live on the stack), so any thread count and context length fit.
+  return avx512::paged_attention_workspace_bytes(params) + 64;
+}
+
+void copy_blocks(void* pool, int64_t block_bytes, const int32_t* src, const int32_t* dst,
+                 int64_t num_pairs) {
+  auto* base = static_cast<uint8_t*>(pool);
+  const auto bytes = static_cast<size_t>(block_bytes);
+  // Parallel only when there is enough to copy to pay for waking the team.
+#pragma omp parallel for schedule(static) if (num_pairs * block_bytes >= (int64_t{1} << 20))
+  for (int64_t i = 0; i < num_pairs; ++i) {
+    std::memcpy(base + static_cast<size_t>(dst[i]) * bytes,
+                base + static_cast<size_t>(src[i]) * bytes, bytes);
+  }
+}
+
+void swap_blocks(void* dst_pool, const void* src_pool, int64_t block_bytes, const int32_t* src,
+                 const int32_t* dst, int64_t num_pairs) {
+  auto* dst_base = static_cast<uint8_t*>(dst_pool);
+  const auto* src_base = static_cast<const uint8_t*>(src_pool);
+  const auto bytes = static_cast<size_t>(block_bytes);
+#pragma omp parallel for schedule(static) if (num_pairs * block_bytes >= (int64_t{1} << 20))
+  for (int64_t i = 0; i < num_pairs; ++i) {
+    std::memcpy(dst_base + static_cast<size_t>(dst[i]) * bytes,
+                src_base + static_cast<size_t>(src[i]) * bytes, bytes);
+  }
+}
+
+}  // namespace vellum::kernels

@@ -1,0 +1,38 @@
+// oneDNN matmul for the large-m (prefill) f32 and bf16 products of PackedLinear.
+//
+// The weights are reordered once, at construction, into the blocked layout oneDNN prefers for
+// this machine (AMX / AVX512-BF16 brgemm); primitives are created per m on first use and cached
+// (creation costs ~0.1-1 ms, far more than a decode step can afford every time).
+// Thread-safety: run() may be called from several threads; the cache is mutex-protected.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace vellum::kernels::detail {
+
+class OnednnMatmul {
+ public:
+  enum class DataType { kF32, kBF16 };
+
+  // w: (n_out, n_in) row-major in `type` (f32 or raw bf16 bits). Copies what it needs.
+  OnednnMatmul(const void* w, DataType type, int64_t n_out, int64_t n_in);
+  ~OnednnMatmul();
+  OnednnMatmul(const OnednnMatmul&) = delete;
+  OnednnMatmul& operator=(const OnednnMatmul&) = delete;
+
+  // y (m, n_out) f32 = x (m, n_in) · Wᵀ; x is f32 or bf16 bits, matching the weight type.
+  void run(float* y, const void* x, int64_t m) const;
+
+  size_t weight_bytes() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Limits oneDNN to the ISA Vellum selected (call before the first primitive; later calls are
+// ignored by oneDNN).
+void limit_onednn_isa_once();
+
+}  // namespace vellum::kernels::detail

@@ -1,0 +1,70 @@
+#include <cmath>
+#include <limits>
+
+#include "common/half.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace vellum::kernels::ref {
+namespace {
+
+float load_kv(const void* base, int64_t index, KvType type) {
+  switch (type) {
+    case KvType::kF32: return static_cast<const float*>(base)[index];
+    case KvType::kF16: return fp16_to_float(static_cast<const uint16_t*>(base)[index]);
+    case KvType::kBF16: return bf16_to_float(static_cast<const uint16_t*>(base)[index]);
+  }
+  return 0.0f;
+}
+
+}  // namespace
+
+void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
+                     const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
+                     const int32_t* query_start_loc, const PagedAttentionParams& p,
+                     void* /*workspace*/) {
+  const int64_t num_tokens = query_start_loc[p.num_seqs];
+  const int64_t group = p.num_heads / p.num_kv_heads;  // query heads per kv head
+  // Element index of (block_id, kv_h, t % block_size, 0) in the (num_blocks, num_kv_heads,
+  // block_size, head_dim) pool, for key position t of a sequence's block table.
+  auto row_index = [&](const int32_t* table, int64_t kv_h, int64_t t) {
+    const int64_t block_id = table[t / p.block_size];
+    return ((block_id * p.num_kv_heads + kv_h) * p.block_size + t % p.block_size) * p.head_dim;
+  };
+
+  // Two passes over the keys (max, then exp-sum and weighted values) so that no score buffer is
+  // needed: the reference trades 2x the dot products for needing no workspace.
+#pragma omp parallel for collapse(2) schedule(dynamic, 4)
+  for (int64_t tok = 0; tok < num_tokens; ++tok) {
+    for (int64_t h = 0; h < p.num_heads; ++h) {
+      int64_t s = 0;
+      while (query_start_loc[s + 1] <= tok) ++s;
+      const int64_t q_len = query_start_loc[s + 1] - query_start_loc[s];
+      const int64_t pos = seq_lens[s] - q_len + (tok - query_start_loc[s]);
+      const int32_t* table = block_tables + s * p.max_blocks_per_seq;
+      const int64_t kv_h = h / group;
+      const float* qh = q + tok * q_stride + h * p.head_dim;  // (head_dim)
+      auto score = [&](int64_t t) {
+        const int64_t base = row_index(table, kv_h, t);
+        float dot = 0.0f;
+        for (int64_t d = 0; d < p.head_dim; ++d) dot += qh[d] * load_kv(k_cache, base + d, p.kv_type);
+        return dot * p.scale;
+      };
+
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t <= pos; ++t) max_score = std::max(max_score, score(t));
+
+      float* oh = out + (tok * p.num_heads + h) * p.head_dim;  // (head_dim)
+      for (int64_t d = 0; d < p.head_dim; ++d) oh[d] = 0.0f;
+      float sum = 0.0f;
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float weight = std::exp(score(t) - max_score);
+        sum += weight;
+        const int64_t base = row_index(table, kv_h, t);
+        for (int64_t d = 0; d < p.head_dim; ++d) oh[d] += weight * load_kv(v_cache, base + d, p.kv_type);
+      }
+      for (int64_t d = 0; d < p.head_dim; ++d) oh[d] /= sum;
+    }
+  }
+}
+
+}  // namespace vellum::kernels::ref

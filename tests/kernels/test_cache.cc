@@ -1,0 +1,121 @@
+// reshape_and_cache writes each token's K/V row to its slot (then read back); copy_blocks and
+// swap_blocks move whole blocks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/kernels.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace vellum::kernels {
+namespace {
+
+using testing::IsaScope;
+using testing::random_floats;
+
+float read_cache(const std::vector<uint8_t>& pool, int64_t index, KvType type) {
+  switch (type) {
+    case KvType::kF32: return reinterpret_cast<const float*>(pool.data())[index];
+    case KvType::kF16: return fp16_to_float(reinterpret_cast<const uint16_t*>(pool.data())[index]);
+    case KvType::kBF16: return bf16_to_float(reinterpret_cast<const uint16_t*>(pool.data())[index]);
+  }
+  return 0.0f;
+}
+
+TEST(ReshapeAndCache, WritesSlotsAndSkipsPadding) {
+  for (cpu::Isa isa : testing::isas_to_test()) {
+    IsaScope scope(isa);
+    for (KvType type : {KvType::kF32, KvType::kF16, KvType::kBF16}) {
+      for (int64_t head_dim : {1, 16, 17, 64, 67, 128}) {
+        const int64_t num_tokens = 9, num_kv_heads = 2, block_size = 4, num_blocks = 6;
+        const int64_t stride = num_kv_heads * head_dim + 3;  // rows with a gap between tokens
+        const uint32_t seed = static_cast<uint32_t>(head_dim * 10 + static_cast<int>(type));
+        const auto k = random_floats(num_tokens * stride, seed, -4.0f, 4.0f);
+        const auto v = random_floats(num_tokens * stride, seed + 1, -4.0f, 4.0f);
+        // Distinct slots in shuffled order; token 4 is padding.
+        std::vector<int64_t> slots(num_blocks * block_size);
+        std::iota(slots.begin(), slots.end(), 0);
+        std::shuffle(slots.begin(), slots.end(), std::mt19937(seed));
+        slots.resize(num_tokens);
+        slots[4] = -1;
+
+        const size_t pool_bytes = num_blocks * num_kv_heads * block_size * head_dim * kv_type_size(type);
+        const uint8_t kFill = 0x5a;
+        std::vector<uint8_t> k_pool(pool_bytes, kFill), v_pool(pool_bytes, kFill);
+        reshape_and_cache(k.data(), stride, v.data(), stride, k_pool.data(), v_pool.data(),
+                          slots.data(), num_tokens, num_kv_heads, head_dim, block_size, type);
+
+        std::vector<bool> written(pool_bytes / kv_type_size(type), false);
+        for (int64_t t = 0; t < num_tokens; ++t) {
+          if (slots[t] < 0) continue;
+          const int64_t block = slots[t] / block_size, offset = slots[t] % block_size;
+          for (int64_t h = 0; h < num_kv_heads; ++h) {
+            for (int64_t d = 0; d < head_dim; ++d) {
+              const int64_t index = ((block * num_kv_heads + h) * block_size + offset) * head_dim + d;
+              written[index] = true;
+              const float ek = testing::round_kv(k[t * stride + h * head_dim + d], type);
+              const float ev = testing::round_kv(v[t * stride + h * head_dim + d], type);
+              ASSERT_EQ(read_cache(k_pool, index, type), ek)
+                  << "isa=" << cpu::isa_name(isa) << " type=" << testing::kv_type_name(type)
+                  << " head_dim=" << head_dim << " token=" << t << " head=" << h << " d=" << d;
+              ASSERT_EQ(read_cache(v_pool, index, type), ev)
+                  << "isa=" << cpu::isa_name(isa) << " type=" << testing::kv_type_name(type)
+                  << " head_dim=" << head_dim << " token=" << t << " head=" << h << " d=" << d;
+            }
+          }
+        }
+        // Nothing else was touched (the padding token included).
+        const size_t elem = kv_type_size(type);
+        for (size_t i = 0; i < written.size(); ++i) {
+          if (written[i]) continue;
+          for (size_t b = 0; b < elem; ++b) {
+            ASSERT_EQ(k_pool[i * elem + b], kFill) << "stray write at element " << i;
+            ASSERT_EQ(v_pool[i * elem + b], kFill) << "stray write at element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Blocks, CopyAndSwapMoveWholeBlocks) {
+  for (int64_t block_bytes : {int64_t{64}, int64_t{3}, int64_t{1} << 18}) {  // small and parallel
+    const int64_t num_blocks = 12;
+    std::vector<uint8_t> pool(num_blocks * block_bytes);
+    for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<uint8_t>(i * 31 + i / block_bytes);
+    const std::vector<uint8_t> original = pool;
+    const std::vector<int32_t> src = {1, 5, 5, 0};
+    const std::vector<int32_t> dst = {2, 7, 9, 11};
+    copy_blocks(pool.data(), block_bytes, src.data(), dst.data(), src.size());
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      int64_t from = b;
+      for (size_t i = 0; i < dst.size(); ++i) {
+        if (dst[i] == b) from = src[i];
+      }
+      ASSERT_TRUE(std::equal(pool.begin() + b * block_bytes, pool.begin() + (b + 1) * block_bytes,
+                             original.begin() + from * block_bytes))
+          << "copy_blocks: block " << b << " block_bytes=" << block_bytes;
+    }
+
+    std::vector<uint8_t> other(num_blocks * block_bytes, 0);
+    swap_blocks(other.data(), original.data(), block_bytes, src.data(), dst.data(), src.size());
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      int64_t from = -1;
+      for (size_t i = 0; i < dst.size(); ++i) {
+        if (dst[i] == b) from = src[i];
+      }
+      for (int64_t i = 0; i < block_bytes; ++i) {
+        const uint8_t expected = from < 0 ? 0 : original[from * block_bytes + i];
+        ASSERT_EQ(other[b * block_bytes + i], expected)
+            << "swap_blocks: block " << b << " byte " << i << " block_bytes=" << block_bytes;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vellum::kernels

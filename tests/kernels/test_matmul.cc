@@ -1,0 +1,162 @@
+// PackedLinear for every weight type × precision × ISA against ref::matmul (double
+// accumulation on the original weights), shapes that hit every tail: n_in 1..67 and beyond one
+// vector, Q8_0 rows with one or several 64-byte steps plus a half step, m = 1..9 (decode tiles
+// and their row tails) and 33/40 (the large-m path: oneDNN or m-blocked kernels), misaligned
+// activations and outputs.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/aligned_buffer.h"
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/ref/ref_kernels.h"
+#include "vellum/status.h"
+
+namespace vellum::kernels {
+namespace {
+
+using testing::IsaScope;
+using testing::OffsetBuffer;
+using testing::random_floats;
+
+std::vector<uint8_t> make_weights(WeightType type, int64_t n_out, int64_t n_in, uint32_t seed) {
+  const auto values = random_floats(n_out * n_in, seed);
+  std::vector<uint8_t> bytes(weight_row_bytes(type, n_in) * n_out);
+  auto* h = reinterpret_cast<uint16_t*>(bytes.data());
+  switch (type) {
+    case WeightType::kF32:
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      break;
+    case WeightType::kF16:
+      for (size_t i = 0; i < values.size(); ++i) h[i] = float_to_fp16(values[i]);
+      break;
+    case WeightType::kBF16:
+      for (size_t i = 0; i < values.size(); ++i) h[i] = float_to_bf16(values[i]);
+      break;
+    case WeightType::kQ8_0: {
+      // GGML's quantization: d = amax / 127 per 32 values.
+      auto* blocks = reinterpret_cast<BlockQ8_0*>(bytes.data());
+      for (size_t b = 0; b < values.size() / kQ8_0BlockSize; ++b) {
+        float amax = 0.0f;
+        for (int i = 0; i < kQ8_0BlockSize; ++i) amax = std::max(amax, std::fabs(values[b * 32 + i]));
+        const float dq = amax / 127.0f;
+        blocks[b].d = float_to_fp16(dq);
+        for (int i = 0; i < kQ8_0BlockSize; ++i) {
+          blocks[b].qs[i] = static_cast<int8_t>(dq == 0.0f ? 0 : std::lround(values[b * 32 + i] / dq));
+        }
+      }
+      break;
+    }
+  }
+  return bytes;
+}
+
+// Normalised error allowed for each (weight type, precision): f32 math on exact weights is only
+// limited by summation order; bf16 rounds activations and/or weights to 8 mantissa bits; the
+// Q8_0 kernels quantize activations to 8 bits per 32-block (llama.cpp's backend-ops bound).
+double tolerance(WeightType packed) {
+  switch (packed) {
+    case WeightType::kF32:
+    case WeightType::kF16: return 1e-9;
+    case WeightType::kBF16: return 1e-4;
+    case WeightType::kQ8_0: return 5e-4;
+  }
+  return 0.0;
+}
+
+const char* precision_name(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::kAuto: return "auto";
+    case MatmulPrecision::kBF16: return "bf16";
+    case MatmulPrecision::kF32: return "f32";
+  }
+  return "?";
+}
+
+struct Shape {
+  int64_t m, n_out, n_in;
+};
+
+void check_shapes(WeightType type, const std::vector<Shape>& shapes) {
+  uint32_t seed = 1000 * static_cast<uint32_t>(type);
+  for (const Shape& s : shapes) {
+    ++seed;
+    const auto w = make_weights(type, s.n_out, s.n_in, seed);
+    const auto x = random_floats(s.m * s.n_in, seed + 7, -2.0f, 2.0f);
+    std::vector<float> expected(s.m * s.n_out);
+    ref::matmul(expected.data(), x.data(), s.m, w.data(), type, s.n_out, s.n_in);
+    for (MatmulPrecision precision : {MatmulPrecision::kAuto, MatmulPrecision::kBF16, MatmulPrecision::kF32}) {
+      for (cpu::Isa isa : testing::isas_to_test()) {
+        IsaScope scope(isa);
+        const PackedLinear linear = PackedLinear::pack(w.data(), type, s.n_out, s.n_in, precision);
+        ASSERT_EQ(linear.n_out(), s.n_out);
+        ASSERT_EQ(linear.n_in(), s.n_in);
+        const size_t offset = static_cast<size_t>(seed % 16);
+        OffsetBuffer x_in(x.size(), offset);
+        std::copy(x.begin(), x.end(), x_in.data());
+        OffsetBuffer y(expected.size(), (offset + 5) % 16);
+        AlignedBuffer scratch(linear.scratch_bytes(s.m));
+        linear.forward(y.data(), x_in.data(), s.m, scratch.data());
+        const double err = testing::nmse(y.data(), expected.data(), expected.size());
+        const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
+        EXPECT_LT(err, tolerance(linear.packed_type()))
+            << "type=" << testing::weight_type_name(type) << " precision=" << precision_name(precision)
+            << " packed=" << testing::weight_type_name(linear.packed_type()) << " isa="
+            << cpu::isa_name(isa) << " m=" << s.m << " n_out=" << s.n_out << " n_in=" << s.n_in
+            << " seed=" << seed << " worst (row " << worst / s.n_out << ", col " << worst % s.n_out
+            << "): " << y.data()[worst] << " vs " << expected[worst];
+      }
+    }
+  }
+}
+
+std::vector<Shape> float_shapes() {
+  std::vector<Shape> shapes;
+  for (int64_t n_in = 1; n_in <= 67; n_in += 3) shapes.push_back({1 + n_in % 9, 5 + n_in % 4, n_in});
+  for (int64_t m = 1; m <= 9; ++m) shapes.push_back({m, 7, 96});
+  shapes.push_back({33, 13, 100});
+  shapes.push_back({40, 64, 256});
+  shapes.push_back({4, 130, 512});
+  return shapes;
+}
+
+std::vector<Shape> q8_shapes() {
+  std::vector<Shape> shapes;
+  for (int64_t n_in : {32, 64, 96, 160, 512}) {
+    for (int64_t n_out : {1, 3, 4, 5, 9}) shapes.push_back({1 + (n_in + n_out) % 9, n_out, n_in});
+  }
+  for (int64_t m = 1; m <= 9; ++m) shapes.push_back({m, 6, 128});
+  shapes.push_back({33, 11, 96});
+  shapes.push_back({40, 70, 256});
+  return shapes;
+}
+
+TEST(PackedLinear, F32MatchesReference) { check_shapes(WeightType::kF32, float_shapes()); }
+TEST(PackedLinear, F16MatchesReference) { check_shapes(WeightType::kF16, float_shapes()); }
+TEST(PackedLinear, BF16MatchesReference) { check_shapes(WeightType::kBF16, float_shapes()); }
+TEST(PackedLinear, Q8_0MatchesReference) { check_shapes(WeightType::kQ8_0, q8_shapes()); }
+
+TEST(PackedLinear, PrecisionChoosesPackedType) {
+  const auto w = make_weights(WeightType::kF16, 4, 64, 1);
+  EXPECT_EQ(PackedLinear::pack(w.data(), WeightType::kF16, 4, 64, MatmulPrecision::kAuto).packed_type(),
+            WeightType::kF16);
+  EXPECT_EQ(PackedLinear::pack(w.data(), WeightType::kF16, 4, 64, MatmulPrecision::kBF16).packed_type(),
+            WeightType::kBF16);
+  const auto linear = PackedLinear::pack(w.data(), WeightType::kF16, 4, 64, MatmulPrecision::kF32);
+  EXPECT_EQ(linear.packed_type(), WeightType::kF32);
+  EXPECT_EQ(linear.weight_bytes(), size_t{4 * 64 * 4});
+  const auto q = make_weights(WeightType::kQ8_0, 4, 64, 2);
+  EXPECT_EQ(PackedLinear::pack(q.data(), WeightType::kQ8_0, 4, 64, MatmulPrecision::kBF16).packed_type(),
+            WeightType::kQ8_0);
+}
+
+TEST(PackedLinear, RejectsBadShapes) {
+  const auto q = make_weights(WeightType::kQ8_0, 2, 64, 3);
+  EXPECT_THROW(PackedLinear::pack(q.data(), WeightType::kQ8_0, 2, 48, MatmulPrecision::kAuto), Error);
+  EXPECT_THROW(PackedLinear::pack(q.data(), WeightType::kF32, 0, 48, MatmulPrecision::kAuto), Error);
+}
+
+}  // namespace
+}  // namespace vellum::kernels
