@@ -1,0 +1,78 @@
+// Sampler: picks the next token of every row of a logits batch, in vLLM V1's order (spec §4):
+//   raw logprobs (when requested) → allowed-token mask → bad words → min_tokens → logit bias →
+//   penalties (repetition, frequency, presence) → greedy argmax, or temperature → min_p →
+//   top-k/top-p → a draw from the request's own generator.
+//
+// Rows are independent: a row's result depends only on its logits, its params, its token history
+// and its generator, never on the other rows, so a seeded request gives the same tokens alone or
+// in any batch. Rows run in parallel over OpenMP threads when config.num_threads allows.
+//
+// Not thread-safe: one Sampler per engine thread. Buffers are owned by the Sampler and reused, so
+// steady-state steps do not allocate (except growing the output lists to a new maximum).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sampling/logits_processors.h"
+#include "sampling/logprobs.h"
+#include "sampling/random_sampling.h"
+#include "sampling/sampling_state.h"
+#include "vellum/sampling_params.h"
+
+namespace vellum::sampling {
+
+// One row of the logits batch: the request it belongs to and what the processors need.
+// Nothing is owned; everything must outlive the sample() call.
+struct SamplingRow {
+  const SamplingParams* params = nullptr;  // normalized and validated
+  SamplingState* state = nullptr;          // advanced by one draw when the row samples randomly
+  std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
+  std::span<const int32_t> output_token_ids;  // generated so far: penalties, bad words, min_tokens
+  int32_t eos_token_id = -1;  // masked with the stop ids while min_tokens is not reached; -1: none
+};
+
+struct SamplerOutput {
+  std::vector<int32_t> sampled_token_ids;  // (num_rows)
+  // Rows with params->logprobs set (or logprob_token_ids) get 1 + k entries: the sampled token,
+  // then the top-k (k = logprobs; -1 = vocabulary) or the logprob_token_ids. Raw logits.
+  LogprobsLists logprobs;
+};
+
+struct SamplerConfig {
+  int num_threads = 0;  // OpenMP threads over rows; 0 = the OpenMP default, 1 = serial
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplerConfig config = {}) : config_(config) {}
+
+  // logits: (num_rows, vocab_size) fp32, row-major, modified in place (it holds scratch values
+  // afterwards). rows.size() == num_rows. Throws vellum::Error (kInvalidArgument) for a row whose
+  // params or token ids do not fit the vocabulary.
+  void sample(float* logits, int64_t num_rows, int64_t vocab_size, std::span<SamplingRow> rows,
+              SamplerOutput* out);
+
+ private:
+  struct Workspace {
+    std::vector<float> raw_row;  // (vocab_size) copy of the raw logits for logprobs
+    std::vector<float> saved;    // allowed-token values
+    PenaltyWorkspace penalties;
+    RandomSamplingWorkspace random;
+    LogprobsWorkspace logprobs;
+  };
+
+  void check_row(const SamplingRow& row, int64_t vocab_size) const;
+  int32_t sample_one(float* logits, int64_t vocab_size, const SamplingRow& row, int64_t r,
+                     SamplerOutput* out, Workspace* ws);
+
+  SamplerConfig config_;
+  std::vector<Workspace> workspaces_;  // one per OpenMP thread
+  std::vector<int64_t> num_entries_;   // (num_rows) logprob entries per row
+};
+
+// Number of logprob entries (sampled token + top-k or listed ids) a row produces; 0 for none.
+int64_t num_logprob_entries(const SamplingParams& params, int64_t vocab_size);
+
+}  // namespace vellum::sampling
