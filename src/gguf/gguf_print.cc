@@ -1,0 +1,50 @@
+#include "gguf/gguf_print.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace vellum::gguf {
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string type_string(const Value& v) {
+  if (const Array* a = v.as_array()) {
+    return fmt::format("array[{}]", value_type_name(a->element_type()));
+  }
+  return value_type_name(v.type());
+}
+
+}  // namespace
+
+void print_summary(const GgufFile& file, std::FILE* out) {
+  fmt::print(out, "{}: GGUF v{}, {} bytes, alignment {}, data at offset {}\n",
+             file.path().string(), file.version(), file.file_size(), file.alignment(),
+             file.data_offset());
+  fmt::print(out, "\n{} metadata keys:\n", file.metadata().size());
+  for (size_t i = 0; i < file.metadata().size(); ++i) {
+    const auto& [key, value] = file.metadata()[i];
+    fmt::print(out, "{:5}: {:<14} {} = {}\n", i, type_string(value), key, value.to_string(5));
+  }
+  fmt::print(out, "\n{} tensors:\n", file.tensors().size());
+  fmt::print(out, "{:>5}  {:<32} {:<8} {:<24} {:>12} {:>12}\n", "index", "name", "type", "shape",
+             "offset", "bytes");
+  size_t total = 0;
+  for (size_t i = 0; i < file.tensors().size(); ++i) {
+    const TensorInfo& t = file.tensors()[i];
+    fmt::print(out, "{:5}  {:<32} {:<8} {:<24} {:12} {:12}\n", i, t.name, ggml_type_name(t.type),
+               shape_string(t.shape), t.offset, t.nbytes);
+    total += t.nbytes;
+  }
+  fmt::print(out, "total tensor bytes: {}\n", total);
+}
+
+}  // namespace vellum::gguf
