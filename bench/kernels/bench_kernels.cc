@@ -1,0 +1,168 @@
+// Kernel benchmarks. Decode products and paged attention are bandwidth-bound: each reports
+// bytes_per_second of weight (or K/V) reads, to be compared with BM_ReadBandwidth from the same
+// run. The data cycles over several copies whose total exceeds the last-level cache, so the
+// numbers are DRAM, not L3, bandwidth.
+//
+//   ../shared/bench/own-autogroup.sh build/bench/kernels/kernels_bench --benchmark_repetitions=5
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/aligned_buffer.h"
+#include "common/half.h"
+#include "cpu/isa.h"
+#include "kernels/bandwidth.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+
+namespace vellum::kernels {
+namespace {
+
+constexpr size_t kStreamBytes = size_t{640} << 20;  // several times the 105 MiB L3 here
+
+// Decode-sized product: W (n_out = 8192, n_in = 2048), e.g. an MLP up projection.
+constexpr int64_t kNOut = 8192;
+constexpr int64_t kNIn = 2048;
+
+std::vector<uint8_t> random_weights(WeightType type, int64_t n_out, int64_t n_in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint8_t> bytes(weight_row_bytes(type, n_in) * n_out);
+  if (type == WeightType::kQ8_0) {
+    auto* blocks = reinterpret_cast<BlockQ8_0*>(bytes.data());
+    for (size_t b = 0; b < bytes.size() / sizeof(BlockQ8_0); ++b) {
+      blocks[b].d = float_to_fp16(0.01f);
+      for (int8_t& q : blocks[b].qs) q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    }
+  } else if (type == WeightType::kF32) {
+    auto* f = reinterpret_cast<float*>(bytes.data());
+    for (int64_t i = 0; i < n_out * n_in; ++i) f[i] = dist(rng);
+  } else {
+    auto* h = reinterpret_cast<uint16_t*>(bytes.data());
+    for (int64_t i = 0; i < n_out * n_in; ++i) {
+      h[i] = type == WeightType::kBF16 ? float_to_bf16(dist(rng)) : float_to_fp16(dist(rng));
+    }
+  }
+  return bytes;
+}
+
+// Enough packed copies of one weight matrix that cycling through them streams from DRAM.
+std::vector<PackedLinear> packed_copies(WeightType type, int64_t n_out, int64_t n_in) {
+  const auto w = random_weights(type, n_out, n_in, 1);
+  std::vector<PackedLinear> copies;
+  size_t total = 0;
+  while (total < kStreamBytes / 2) {
+    copies.push_back(PackedLinear::pack(w.data(), type, n_out, n_in, MatmulPrecision::kAuto));
+    total += copies.back().weight_bytes();
+  }
+  return copies;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = omp_get_max_threads();
+  double gbps = 0.0;
+  for (auto _ : state) gbps = measure_read_bandwidth_gbps(kStreamBytes, threads);
+  state.counters["GBps"] = gbps;
+  state.counters["threads"] = threads;
+}
+BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_LinearDecode(benchmark::State& state, WeightType type) {
+  const int64_t m = state.range(0);
+  const auto copies = packed_copies(type, kNOut, kNIn);
+  std::vector<float> x(m * kNIn, 0.5f), y(m * kNOut);
+  AlignedBuffer scratch(copies[0].scratch_bytes(m));
+  size_t next = 0;
+  for (auto _ : state) {
+    copies[next].forward(y.data(), x.data(), m, scratch.data());
+    next = (next + 1) % copies.size();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(copies[0].weight_bytes()));
+  state.counters["rows_per_s"] =
+      benchmark::Counter(static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg(16)->Arg(32)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(16)->Arg(32)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LinearDecode, f16, WeightType::kF16)->Arg(1)->Arg(4)
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_LinearPrefill(benchmark::State& state, WeightType type) {
+  const int64_t m = state.range(0);
+  const auto w = random_weights(type, kNOut, kNIn, 2);
+  const auto linear = PackedLinear::pack(w.data(), type, kNOut, kNIn, MatmulPrecision::kAuto);
+  std::vector<float> x(m * kNIn, 0.25f), y(m * kNOut);
+  AlignedBuffer scratch(linear.scratch_bytes(m));
+  for (auto _ : state) {
+    linear.forward(y.data(), x.data(), m, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * m * kNOut * kNIn * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_LinearPrefill, bf16, WeightType::kBF16)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LinearPrefill, f32, WeightType::kF32)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LinearPrefill, q8_0, WeightType::kQ8_0)->Arg(512)->Unit(benchmark::kMillisecond);
+
+// Decode attention: 32 sequences × 512 tokens of context, Llama-3-8B heads (32 q, 8 kv, 128),
+// bf16 cache, block size 16; cycles over several layers' pools so K/V come from DRAM.
+void BM_PagedAttentionDecode(benchmark::State& state) {
+  const int64_t num_seqs = 32, ctx = 512, block_size = 16, num_heads = 32, num_kv_heads = 8,
+                head_dim = 128;
+  const KvType kv_type = static_cast<KvType>(state.range(0));
+  const int64_t blocks_per_seq = ctx / block_size;
+  const int64_t num_blocks = num_seqs * blocks_per_seq + 1;
+  const size_t pool_bytes = num_blocks * num_kv_heads * block_size * head_dim * kv_type_size(kv_type);
+  const int num_layers = static_cast<int>(std::max<size_t>(2, kStreamBytes / 2 / (2 * pool_bytes)));
+  std::vector<AlignedBuffer> k_pools, v_pools;
+  for (int l = 0; l < num_layers; ++l) {
+    k_pools.emplace_back(pool_bytes);
+    v_pools.emplace_back(pool_bytes);
+    std::memset(k_pools.back().data(), 0x3c, pool_bytes);  // small finite values in any type
+    std::memset(v_pools.back().data(), 0x3c, pool_bytes);
+  }
+  std::vector<int32_t> ids(num_blocks - 1);
+  std::iota(ids.begin(), ids.end(), 1);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
+  std::vector<int32_t> tables(ids.begin(), ids.end());  // (num_seqs, blocks_per_seq)
+  std::vector<int32_t> seq_lens(num_seqs, static_cast<int32_t>(ctx)), qsl(num_seqs + 1);
+  for (int64_t s = 0; s <= num_seqs; ++s) qsl[s] = static_cast<int32_t>(s);
+  std::vector<float> q(num_seqs * num_heads * head_dim, 0.1f), out(q.size());
+  PagedAttentionParams p;
+  p.num_seqs = num_seqs;
+  p.num_heads = num_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = head_dim;
+  p.block_size = block_size;
+  p.max_blocks_per_seq = blocks_per_seq;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  p.kv_type = kv_type;
+  AlignedBuffer workspace(paged_attention_workspace_bytes(p, ctx, omp_get_max_threads()));
+  int layer = 0;
+  for (auto _ : state) {
+    paged_attention(out.data(), q.data(), num_heads * head_dim, k_pools[layer].data(),
+                    v_pools[layer].data(), tables.data(), seq_lens.data(), qsl.data(), p,
+                    workspace.data());
+    layer = (layer + 1) % num_layers;
+    benchmark::ClobberMemory();
+  }
+  // K and V of every context token are read once per step (the GQA heads share them).
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * num_seqs * ctx *
+                          num_kv_heads * head_dim * static_cast<int64_t>(kv_type_size(kv_type)));
+}
+BENCHMARK(BM_PagedAttentionDecode)
+    ->Arg(static_cast<int>(KvType::kBF16))
+    ->Arg(static_cast<int>(KvType::kF32))
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace vellum::kernels
