@@ -1,0 +1,170 @@
+#include "tokenizer/bpe_encoder.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "common/check.h"
+#include "tokenizer/unicode.h"
+
+namespace vellum::tokenizer {
+
+namespace {
+
+struct Bigram {
+  int32_t rank;
+  int32_t left;
+  int32_t right;
+  uint32_t length;  // bytes of left + right when queued; a mismatch later means it is stale
+
+  // Lowest rank first; among equal ranks the leftmost pair.
+  bool operator<(const Bigram& other) const {
+    return rank > other.rank || (rank == other.rank && left > other.left);
+  }
+};
+
+}  // namespace
+
+BpeEncoder::BpeEncoder(const Vocab& vocab, const TokenIndex& index)
+    : vocab_(vocab),
+      index_(index),
+      splitter_(std::make_unique<RegexSplitter>(vocab.pre_regexes)) {
+  merges_.reserve(vocab.merges.size());
+  std::string joined;
+  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+    const auto& [left, right] = vocab.merges[rank];
+    joined.assign(left).append(right);
+    // finalize_vocab() has checked that all three are tokens.
+    const Merge merge{static_cast<int32_t>(rank), index.at(joined)};
+    // A repeated pair keeps its first (best) rank.
+    merges_.emplace(pair_key(index.at(left), index.at(right)), merge);
+  }
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    const auto it = vocab.byte_level
+                        ? index.find(byte_to_unicode()[b])
+                        : index.find(std::string{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'});
+    byte_ids_[b] = it == index.end() ? kNoToken : it->second;
+  }
+}
+
+void BpeEncoder::merge_symbols(std::vector<Symbol>& symbols) const {
+  std::priority_queue<Bigram> queue;
+  const auto try_add_bigram = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const int32_t left_id = symbols[left].token_id;
+    const int32_t right_id = symbols[right].token_id;
+    if (left_id == kNoToken || right_id == kNoToken) return;
+    const auto it = merges_.find(pair_key(left_id, right_id));
+    if (it == merges_.end()) return;
+    queue.push({it->second.rank, left, right, symbols[left].length + symbols[right].length});
+  };
+  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram bigram = queue.top();
+    queue.pop();
+    Symbol& left = symbols[bigram.left];
+    Symbol& right = symbols[bigram.right];
+    if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length) {
+      continue;
+    }
+    left.token_id = merges_.at(pair_key(left.token_id, right.token_id)).result_id;
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    try_add_bigram(left.prev, bigram.left);
+    try_add_bigram(bigram.left, left.next);
+  }
+}
+
+void BpeEncoder::emit_unknown(std::string_view word, const Symbol& symbol,
+                              std::vector<int32_t>& out) const {
+  const std::string_view text = word.substr(symbol.offset, symbol.length);
+  if (vocab_.byte_level) {
+    // llama.cpp looks up each byte of the symbol's (byte-level) text as a one-character
+    // token; only ASCII bytes can match. Others are dropped.
+    std::string encoded;
+    for (const char c : text) encoded += byte_to_unicode()[static_cast<uint8_t>(c)];
+    for (const char c : encoded) {
+      const auto it = index_.find(std::string_view(&c, 1));
+      if (it != index_.end()) out.push_back(it->second);
+    }
+    return;
+  }
+  if (vocab_.byte_fallback) {
+    bool all_bytes = true;
+    for (const char c : text) all_bytes = all_bytes && byte_ids_[static_cast<uint8_t>(c)] >= 0;
+    if (all_bytes) {
+      for (const char c : text) out.push_back(byte_ids_[static_cast<uint8_t>(c)]);
+      return;
+    }
+  }
+  VELLUM_CHECK(vocab_.unk_id != kNoToken, ErrorCode::kInvalidArgument,
+               "text contains '{}', which this vocabulary cannot encode (no byte fallback and "
+               "no unknown token)",
+               text);
+  // HF fuse_unk: consecutive unknowns become one.
+  if (out.empty() || out.back() != vocab_.unk_id) out.push_back(vocab_.unk_id);
+}
+
+void BpeEncoder::encode_word(std::string_view word, std::vector<Symbol>& symbols,
+                             std::vector<int32_t>& out) const {
+  symbols.clear();
+  if (vocab_.byte_level) {
+    if (vocab_.ignore_merges) {
+      std::string encoded;
+      for (const char c : word) encoded += byte_to_unicode()[static_cast<uint8_t>(c)];
+      const auto it = index_.find(encoded);
+      if (it != index_.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    }
+    for (size_t i = 0; i < word.size(); ++i) {
+      const auto index = static_cast<int32_t>(symbols.size());
+      symbols.push_back({index - 1, i + 1 == word.size() ? -1 : index + 1,
+                         static_cast<uint32_t>(i), 1, byte_ids_[static_cast<uint8_t>(word[i])]});
+    }
+  } else {
+    if (vocab_.ignore_merges) {
+      const auto it = index_.find(word);
+      if (it != index_.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    }
+    for (size_t offset = 0; offset < word.size();) {
+      const size_t length =
+          std::min(utf8_len_from_lead(static_cast<uint8_t>(word[offset])), word.size() - offset);
+      const auto it = index_.find(word.substr(offset, length));
+      const auto index = static_cast<int32_t>(symbols.size());
+      symbols.push_back({index - 1, offset + length == word.size() ? -1 : index + 1,
+                         static_cast<uint32_t>(offset), static_cast<uint32_t>(length),
+                         it == index_.end() ? kNoToken : it->second});
+      offset += length;
+    }
+  }
+  merge_symbols(symbols);
+  for (int32_t i = 0; i != -1; i = symbols[i].next) {
+    if (symbols[i].token_id != kNoToken) {
+      out.push_back(symbols[i].token_id);
+    } else {
+      emit_unknown(word, symbols[i], out);
+    }
+  }
+}
+
+void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  // The regexes need valid UTF-8; like llama.cpp, ill-formed bytes become U+FFFD.
+  std::string sanitized;
+  if (!is_valid_utf8(text)) {
+    sanitized = sanitize_utf8(text);
+    text = sanitized;
+  }
+  std::vector<Symbol> symbols;
+  for (const std::string_view word : splitter_->split(text)) encode_word(word, symbols, out);
+}
+
+}  // namespace vellum::tokenizer
