@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "kernels/onednn_matmul.h"
 
 namespace vellum::kernels {
 namespace {
@@ -89,12 +91,35 @@ void BM_LinearDecode(benchmark::State& state, WeightType type) {
   state.counters["rows_per_s"] =
       benchmark::Counter(static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg(16)->Arg(32)
+BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(16)->Arg(32)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LinearDecode, f16, WeightType::kF16)->Arg(1)->Arg(4)
     ->Unit(benchmark::kMicrosecond);
+
+// oneDNN alone on the decode shapes: where it overtakes the hand-written small-m kernels
+// decides PackedLinear's kMaxSmallM.
+void BM_OnednnBf16(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const auto w = random_weights(WeightType::kBF16, kNOut, kNIn, 4);
+  std::vector<std::unique_ptr<detail::OnednnMatmul>> copies;
+  for (size_t total = 0; total < kStreamBytes / 2; total += w.size()) {
+    copies.push_back(std::make_unique<detail::OnednnMatmul>(
+        w.data(), detail::OnednnMatmul::DataType::kBF16, kNOut, kNIn));
+  }
+  std::vector<uint16_t> x(m * kNIn, float_to_bf16(0.5f));
+  std::vector<float> y(m * kNOut);
+  size_t next = 0;
+  for (auto _ : state) {
+    copies[next]->run(y.data(), x.data(), m);
+    next = (next + 1) % copies.size();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(copies[0]->weight_bytes()));
+}
+BENCHMARK(BM_OnednnBf16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond);
 
 void BM_LinearPrefill(benchmark::State& state, WeightType type) {
   const int64_t m = state.range(0);

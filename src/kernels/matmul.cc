@@ -20,8 +20,12 @@ namespace {
 using detail::PackedWeights;
 
 // Up to this many rows the hand-written AVX-512 kernels (bandwidth-bound, several rows per
-// weight load) beat oneDNN; above it the product is compute-bound and goes to oneDNN.
-constexpr int64_t kMaxSmallM = 16;
+// weight load) beat oneDNN; above it the product is compute-bound and goes to oneDNN (AMX).
+// Measured with bench/kernels (BM_LinearDecode vs BM_OnednnBf16, 8192x2048 bf16, 2 threads):
+// oneDNN is ahead from m = 8 on (3.4 vs 4.3 ms), roughly even at m = 4. vdpbf16ps runs at a
+// quarter of the FMA rate on these machines, so the small-m bf16 kernel is compute-bound early.
+constexpr int64_t kMaxSmallMBf16 = 5;
+constexpr int64_t kMaxSmallMF32 = 8;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -166,7 +170,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
   const bool has_bf16 = isa >= cpu::Isa::kAvx512Bf16;
   switch (w.type) {
     case WeightType::kF32:
-      if (m > kMaxSmallM && impl_->onednn) {
+      if (m > kMaxSmallMF32 && impl_->onednn) {
         impl_->onednn->run(y, x, m);
       } else {
         avx512::gemm_f32(y, x, m, w);
@@ -178,7 +182,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     case WeightType::kBF16:
       if (!has_bf16) {
         avx512::gemm_bf16_fma(y, x, m, w);
-      } else if (m > kMaxSmallM && impl_->onednn) {
+      } else if (m > kMaxSmallMBf16 && impl_->onednn) {
         auto* x_bf16 = static_cast<uint16_t*>(scratch);  // (m, n_in)
         avx512::convert_f32_to_bf16(x_bf16, x, m * w.n_in);
         impl_->onednn->run(y, x_bf16, m);

@@ -37,34 +37,49 @@ struct FmaKernel {
   template <int R>
   void tile(int64_t r0, int64_t j0, int num_cols) const {
     const T* wc[kColsPerTile];
+    #pragma GCC unroll 4
     for (int c = 0; c < kColsPerTile; ++c) {
       wc[c] = w + std::min<int64_t>(j0 + c, n_out - 1) * n_in;  // clamped: extra columns unused
     }
     const float* xr[R];
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xr[r] = x + (r0 + r) * n_in;
     __m512 acc[R][kColsPerTile];
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm512_setzero_ps();
     }
     int64_t k = 0;
     for (; k + 16 <= n_in; k += 16) {
       __m512 wv[kColsPerTile];
-      for (int c = 0; c < kColsPerTile; ++c) wv[c] = Load::load(wc[c] + k);
+      #pragma GCC unroll 4
+      for (int c = 0; c < kColsPerTile; ++c) {
+        wv[c] = Load::load(wc[c] + k);
+        _mm_prefetch(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes, _MM_HINT_T0);
+      }
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512 xv = _mm512_loadu_ps(xr[r] + k);
+        #pragma GCC unroll 4
         for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
       }
     }
     if (k < n_in) {
       const __mmask16 m = tail_mask(n_in - k);
       __m512 wv[kColsPerTile];
+      #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) wv[c] = Load::load(wc[c] + k, m);
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512 xv = _mm512_maskz_loadu_ps(m, xr[r] + k);
+        #pragma GCC unroll 4
         for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
       }
     }
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
       for (int c = 0; c < num_cols; ++c) {
         y[(r0 + r) * n_out + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
       }

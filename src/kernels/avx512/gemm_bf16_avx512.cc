@@ -27,34 +27,49 @@ struct DotKernel {
   template <int R>
   void tile(int64_t r0, int64_t j0, int num_cols) const {
     const uint16_t* wc[kColsPerTile];
+    #pragma GCC unroll 4
     for (int c = 0; c < kColsPerTile; ++c) {
       wc[c] = w + std::min<int64_t>(j0 + c, n_out - 1) * n_in;
     }
     const uint16_t* xr[R];
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xr[r] = x + (r0 + r) * n_in;
     __m512 acc[R][kColsPerTile];
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm512_setzero_ps();
     }
     int64_t k = 0;
     for (; k + 32 <= n_in; k += 32) {
       __m512i wv[kColsPerTile];
-      for (int c = 0; c < kColsPerTile; ++c) wv[c] = _mm512_loadu_si512(wc[c] + k);
+      #pragma GCC unroll 4
+      for (int c = 0; c < kColsPerTile; ++c) {
+        wv[c] = _mm512_loadu_si512(wc[c] + k);
+        _mm_prefetch(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes, _MM_HINT_T0);
+      }
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512i xv = _mm512_loadu_si512(xr[r] + k);
+        #pragma GCC unroll 4
         for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = dot(acc[r][c], xv, wv[c]);
       }
     }
     if (k < n_in) {
       const __mmask32 m = tail_mask32(n_in - k);
       __m512i wv[kColsPerTile];
+      #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) wv[c] = _mm512_maskz_loadu_epi16(m, wc[c] + k);
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512i xv = _mm512_maskz_loadu_epi16(m, xr[r] + k);
+        #pragma GCC unroll 4
         for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = dot(acc[r][c], xv, wv[c]);
       }
     }
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
       for (int c = 0; c < num_cols; ++c) {
         y[(r0 + r) * n_out + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
       }

@@ -6,6 +6,8 @@
 // column tile stay in L1/L2 while all row tiles of an m-block pass over them, so DRAM reads the
 // weights once per m-block (one block covers every decode batch, m <= kRowBlock).
 // Threads split the output columns: each streams a disjoint slice of the weights.
+// The (row, column) loops in the tiles carry `#pragma GCC unroll`: -O2 does not fully unroll
+// them by itself, and without that the accumulator arrays live on the stack, not in registers.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +18,10 @@ namespace vellum::kernels::avx512 {
 inline constexpr int kColsPerTile = 4;
 inline constexpr int kRowsPerTile = 4;
 inline constexpr int64_t kRowBlock = 64;
+// Software prefetch distance along each weight row. Rows are short (2-8 KB) streams that the
+// hardware prefetcher must re-detect at every new column tile; prefetching ahead (and past the
+// row end, into the rows that follow in memory) keeps the loads in flight.
+inline constexpr int kPrefetchBytes = 1024;
 
 // kernel.template tile<R>(r0, j0, num_cols): rows [r0, r0 + R), columns [j0, j0 + num_cols),
 // num_cols in 1..kColsPerTile (a kernel may read clamped column indices but stores num_cols).

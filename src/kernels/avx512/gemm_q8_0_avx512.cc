@@ -66,6 +66,7 @@ struct VnniKernel {
     const int64_t k_pad = w->k_pad;
     const uint8_t* wq[kColsPerTile];
     const uint16_t* ws[kColsPerTile];
+    #pragma GCC unroll 4
     for (int c = 0; c < kColsPerTile; ++c) {
       const int64_t j = std::min<int64_t>(j0 + c, n_out - 1);
       wq[c] = w->q8_row(j);
@@ -74,30 +75,38 @@ struct VnniKernel {
     // Lane i takes scale i / 8 of the pair loaded for this step.
     const __m512i pair_index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512 acc[R][kColsPerTile];
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm512_setzero_ps();
     }
     for (int64_t k = 0; k < k_pad; k += 64) {
       __m512i wv[kColsPerTile];
       __m512 wd[kColsPerTile];
+      #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) {
         wv[c] = _mm512_loadu_si512(wq[c] + k);
+        _mm_prefetch(reinterpret_cast<const char*>(wq[c] + k) + kPrefetchBytes, _MM_HINT_T0);
         int32_t two_scales;
         __builtin_memcpy(&two_scales, ws[c] + k / 32, sizeof(two_scales));
         const __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128(two_scales));
         wd[c] = _mm512_permutexvar_ps(pair_index, _mm512_castps128_ps512(d2));
       }
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512i xv = _mm512_loadu_si512(xq.xq(r0 + r) + k);
         const __m512i corr = _mm512_loadu_si512(xq.corr(r0 + r) + k / 4);
         const __m512 xd = _mm512_loadu_ps(xq.xd(r0 + r) + k / 4);
+        #pragma GCC unroll 4
         for (int c = 0; c < kColsPerTile; ++c) {
           const __m512i dot = _mm512_dpbusd_epi32(corr, wv[c], xv);
           acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[c], xd), acc[r][c]);
         }
       }
     }
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
       for (int c = 0; c < num_cols; ++c) {
         y[(r0 + r) * n_out + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
       }
