@@ -15,6 +15,7 @@ struct Bigram {
   int32_t left;
   int32_t right;
   uint32_t length;  // bytes of left + right when queued; a mismatch later means it is stale
+  int32_t result_id;  // the merged token
 
   // Lowest rank first; among equal ranks the leftmost pair.
   bool operator<(const Bigram& other) const {
@@ -24,26 +25,63 @@ struct Bigram {
 
 }  // namespace
 
+namespace {
+
+uint64_t mix(uint64_t key) {
+  key ^= key >> 31;
+  key *= 0x9e3779b97f4a7c15ULL;
+  key ^= key >> 29;
+  return key;
+}
+
+}  // namespace
+
 BpeEncoder::BpeEncoder(const Vocab& vocab, const TokenIndex& index)
     : vocab_(vocab),
       index_(index),
       splitter_(std::make_unique<RegexSplitter>(vocab.pre_regexes)) {
-  merges_.reserve(vocab.merges.size());
+  size_t num_slots = 16;
+  while (num_slots < vocab.merges.size() * 2) num_slots *= 2;
+  merge_slots_.assign(num_slots, MergeSlot{0, -1, kNoToken});
+  merge_mask_ = num_slots - 1;
   std::string joined;
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
     const auto& [left, right] = vocab.merges[rank];
+    const int32_t left_id = index.find(left);
+    const int32_t right_id = index.find(right);
+    VELLUM_CHECK(left_id != kNoToken && right_id != kNoToken, ErrorCode::kInvalidModel,
+                 "BPE merge {} ('{} {}') uses a part that is not in the vocabulary; the "
+                 "vocabulary is corrupt",
+                 rank, left, right);
     joined.assign(left).append(right);
-    // finalize_vocab() has checked that all three are tokens.
-    const Merge merge{static_cast<int32_t>(rank), index.at(joined)};
-    // A repeated pair keeps its first (best) rank.
-    merges_.emplace(pair_key(index.at(left), index.at(right)), merge);
+    const int32_t result_id = index.find(joined);
+    VELLUM_CHECK(result_id != kNoToken, ErrorCode::kInvalidModel,
+                 "BPE merge {} ('{} {}') produces '{}', which is not in the vocabulary; the "
+                 "vocabulary is corrupt",
+                 rank, left, right, joined);
+    const uint64_t key = pair_key(left_id, right_id);
+    for (uint64_t slot = mix(key) & merge_mask_;; slot = (slot + 1) & merge_mask_) {
+      MergeSlot& entry = merge_slots_[slot];
+      if (entry.rank < 0) {
+        entry = {key, static_cast<int32_t>(rank), result_id};
+        break;
+      }
+      if (entry.key == key) break;  // a repeated pair keeps its first (best) rank
+    }
   }
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) {
-    const auto it = vocab.byte_level
-                        ? index.find(byte_to_unicode()[b])
-                        : index.find(std::string{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'});
-    byte_ids_[b] = it == index.end() ? kNoToken : it->second;
+    byte_ids_[b] = vocab.byte_level
+                       ? index.find(byte_to_unicode()[b])
+                       : index.find(std::string{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'});
+  }
+}
+
+const BpeEncoder::MergeSlot* BpeEncoder::find_merge(uint64_t key) const {
+  for (uint64_t slot = mix(key) & merge_mask_;; slot = (slot + 1) & merge_mask_) {
+    const MergeSlot& entry = merge_slots_[slot];
+    if (entry.rank < 0) return nullptr;
+    if (entry.key == key) return &entry;
   }
 }
 
@@ -54,9 +92,10 @@ void BpeEncoder::merge_symbols(std::vector<Symbol>& symbols) const {
     const int32_t left_id = symbols[left].token_id;
     const int32_t right_id = symbols[right].token_id;
     if (left_id == kNoToken || right_id == kNoToken) return;
-    const auto it = merges_.find(pair_key(left_id, right_id));
-    if (it == merges_.end()) return;
-    queue.push({it->second.rank, left, right, symbols[left].length + symbols[right].length});
+    const MergeSlot* merge = find_merge(pair_key(left_id, right_id));
+    if (merge == nullptr) return;
+    queue.push({merge->rank, left, right, symbols[left].length + symbols[right].length,
+                merge->result_id});
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
 
@@ -68,7 +107,7 @@ void BpeEncoder::merge_symbols(std::vector<Symbol>& symbols) const {
     if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length) {
       continue;
     }
-    left.token_id = merges_.at(pair_key(left.token_id, right.token_id)).result_id;
+    left.token_id = bigram.result_id;
     left.length += right.length;
     right.length = 0;
     left.next = right.next;
@@ -87,8 +126,8 @@ void BpeEncoder::emit_unknown(std::string_view word, const Symbol& symbol,
     std::string encoded;
     for (const char c : text) encoded += byte_to_unicode()[static_cast<uint8_t>(c)];
     for (const char c : encoded) {
-      const auto it = index_.find(std::string_view(&c, 1));
-      if (it != index_.end()) out.push_back(it->second);
+      const int32_t id = index_.find(std::string_view(&c, 1));
+      if (id != kNoToken) out.push_back(id);
     }
     return;
   }
@@ -115,9 +154,9 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<Symbol>& symbols
     if (vocab_.ignore_merges) {
       std::string encoded;
       for (const char c : word) encoded += byte_to_unicode()[static_cast<uint8_t>(c)];
-      const auto it = index_.find(encoded);
-      if (it != index_.end()) {
-        out.push_back(it->second);
+      const int32_t id = index_.find(encoded);
+      if (id != kNoToken) {
+        out.push_back(id);
         return;
       }
     }
@@ -128,20 +167,19 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<Symbol>& symbols
     }
   } else {
     if (vocab_.ignore_merges) {
-      const auto it = index_.find(word);
-      if (it != index_.end()) {
-        out.push_back(it->second);
+      const int32_t id = index_.find(word);
+      if (id != kNoToken) {
+        out.push_back(id);
         return;
       }
     }
     for (size_t offset = 0; offset < word.size();) {
       const size_t length =
           std::min(utf8_len_from_lead(static_cast<uint8_t>(word[offset])), word.size() - offset);
-      const auto it = index_.find(word.substr(offset, length));
       const auto index = static_cast<int32_t>(symbols.size());
       symbols.push_back({index - 1, offset + length == word.size() ? -1 : index + 1,
                          static_cast<uint32_t>(offset), static_cast<uint32_t>(length),
-                         it == index_.end() ? kNoToken : it->second});
+                         index_.find(word.substr(offset, length))});
       offset += length;
     }
   }

@@ -14,16 +14,18 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/regex_splitter.h"
+#include "tokenizer/token_index.h"
 #include "tokenizer/vocab.h"
 
 namespace vellum::tokenizer {
 
 class BpeEncoder {
  public:
+  // Resolves every merge to token ids. Throws vellum::Error (kInvalidModel) naming the merge
+  // when a part or the merged text is not in the vocabulary.
   BpeEncoder(const Vocab& vocab, const TokenIndex& index);
 
   // Encodes one fragment of raw text (no special tokens in it). Metaspace vocabularies expect
@@ -34,11 +36,13 @@ class BpeEncoder {
   struct Symbol {
     int32_t prev;
     int32_t next;
-    uint32_t offset;  // into the word
-    uint32_t length;  // bytes; 0 once merged into its left neighbour
+    uint32_t offset;   // into the word
+    uint32_t length;   // bytes; 0 once merged into its left neighbour
     int32_t token_id;  // kNoToken when the symbol is not a token
   };
-  struct Merge {
+  // One slot of the open-addressing merge table; rank -1 marks an empty slot.
+  struct MergeSlot {
+    uint64_t key;  // (left id << 32) | right id
     int32_t rank;
     int32_t result_id;
   };
@@ -47,6 +51,8 @@ class BpeEncoder {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
            static_cast<uint32_t>(right);
   }
+  // The slot of `key`, or nullptr.
+  const MergeSlot* find_merge(uint64_t key) const;
   void encode_word(std::string_view word, std::vector<Symbol>& symbols,
                    std::vector<int32_t>& out) const;
   void merge_symbols(std::vector<Symbol>& symbols) const;
@@ -55,7 +61,8 @@ class BpeEncoder {
   const Vocab& vocab_;
   const TokenIndex& index_;
   std::unique_ptr<RegexSplitter> splitter_;
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank, merged id
+  std::vector<MergeSlot> merge_slots_;  // power-of-two size, load factor <= 1/2
+  uint64_t merge_mask_ = 0;
   std::array<int32_t, 256> byte_ids_{};  // byte-level: token of each byte's character;
                                           // Metaspace: <0xXX> token (kNoToken if absent)
 };

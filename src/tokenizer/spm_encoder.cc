@@ -36,10 +36,10 @@ SpmEncoder::SpmEncoder(const Vocab& vocab, const TokenIndex& index)
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) {
     const std::string hex = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
-    auto it = index.find(hex);
-    if (it == index.end()) it = index.find(std::string(1, static_cast<char>(b)));
-    if (it != index.end()) {
-      byte_ids_[b] = it->second;
+    int32_t id = index.find(hex);
+    if (id == kNoToken) id = index.find(std::string(1, static_cast<char>(b)));
+    if (id != kNoToken) {
+      byte_ids_[b] = id;
       continue;
     }
     VELLUM_CHECK(vocab.unk_id != kNoToken, ErrorCode::kInvalidModel,
@@ -67,9 +67,9 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
   const auto try_add_bigram = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const uint32_t length = symbols[left].length + symbols[right].length;
-    const auto it = index_.find(text.substr(symbols[left].offset, length));
-    if (it == index_.end()) return;
-    const float score = vocab_.scores.empty() ? 0.0f : vocab_.scores[it->second];
+    const int32_t id = index_.find(text.substr(symbols[left].offset, length));
+    if (id == kNoToken) return;
+    const float score = vocab_.scores.empty() ? 0.0f : vocab_.scores[id];
     queue.push({score, left, right, length});
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
@@ -92,9 +92,9 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
 
   for (int32_t i = 0; i != -1; i = symbols[i].next) {
     const std::string_view piece = text.substr(symbols[i].offset, symbols[i].length);
-    const auto it = index_.find(piece);
-    if (it != index_.end()) {
-      out.push_back(it->second);
+    const int32_t id = index_.find(piece);
+    if (id != kNoToken) {
+      out.push_back(id);
       continue;
     }
     for (const char c : piece) out.push_back(byte_ids_[static_cast<uint8_t>(c)]);

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/token_index.h"
 #include "tokenizer/vocab.h"
 
 namespace vellum::tokenizer {

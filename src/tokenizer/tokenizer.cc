@@ -89,7 +89,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
 }
 
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
-  token_index_ = build_token_index(vocab_);
+  token_index_ = TokenIndex(vocab_.tokens);
   const bool spm_style = vocab_.type == VocabType::kSpm || !vocab_.byte_level;
   pieces_.resize(vocab_.tokens.size());
   for (int32_t id = 0; id < vocab_.num_tokens(); ++id) {
@@ -189,9 +189,9 @@ const std::string& Tokenizer::token_text(int32_t id) const {
 }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
-  const auto it = token_index_.find(text);
-  if (it == token_index_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = token_index_.find(text);
+  if (id == kNoToken) return std::nullopt;
+  return id;
 }
 
 std::optional<int32_t> Tokenizer::bos_id() const {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/token_index.h"
 #include "tokenizer/vocab.h"
 
 namespace vellum::gguf {
@@ -92,7 +93,7 @@ class Tokenizer {
                    std::vector<int32_t>& out) const;
 
   Vocab vocab_;
-  TokenIndex token_index_;           // text -> id, views into vocab_.tokens
+  TokenIndex token_index_;           // views vocab_.tokens
   std::vector<std::string> pieces_;  // [num_tokens]
   std::unique_ptr<SpecialPartitioner> partitioner_;
   std::unique_ptr<SpmEncoder> spm_;  // SPM vocabularies

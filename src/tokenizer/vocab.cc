@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <string_view>
-#include <unordered_map>
 
 #include "common/check.h"
+#include "tokenizer/token_index.h"
 #include "tokenizer/unicode.h"
 
 namespace vellum::tokenizer {
@@ -30,8 +30,8 @@ int32_t find_by_text(const TokenIndex& ids,
                      std::initializer_list<std::string_view> texts) {
   int32_t best = kNoToken;
   for (const auto text : texts) {
-    const auto it = ids.find(text);
-    if (it != ids.end() && (best == kNoToken || it->second < best)) best = it->second;
+    const int32_t id = ids.find(text);
+    if (id != kNoToken && (best == kNoToken || id < best)) best = id;
   }
   return best;
 }
@@ -42,13 +42,6 @@ void force_control(Vocab& vocab, int32_t id) {
 }
 
 }  // namespace
-
-TokenIndex build_token_index(const Vocab& vocab) {
-  TokenIndex index;
-  index.reserve(vocab.tokens.size());
-  for (int32_t id = 0; id < vocab.num_tokens(); ++id) index[vocab.tokens[id]] = id;
-  return index;
-}
 
 uint32_t attr_from_token_type(int32_t token_type) {
   switch (static_cast<TokenType>(token_type)) {
@@ -101,25 +94,12 @@ void finalize_vocab(Vocab& vocab) {
   VELLUM_CHECK(!vocab.add_eos || vocab.eos_id != kNoToken, ErrorCode::kInvalidModel,
                "vocabulary asks to add an EOS token but names none");
 
-  const TokenIndex ids = build_token_index(vocab);
+  const TokenIndex ids(vocab.tokens);
 
   if (vocab.type == VocabType::kBpe) {
     VELLUM_CHECK(!vocab.merges.empty(), ErrorCode::kInvalidModel,
                  "BPE vocabulary has no merges; the model file lacks tokenizer.ggml.merges "
                  "(or model.merges in tokenizer.json)");
-    std::string joined;
-    for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
-      const auto& [left, right] = vocab.merges[rank];
-      VELLUM_CHECK(!left.empty() && !right.empty(), ErrorCode::kInvalidModel,
-                   "BPE merge {} ('{} {}') is not two space-separated parts", rank, left, right);
-      VELLUM_CHECK(ids.count(left) && ids.count(right), ErrorCode::kInvalidModel,
-                   "BPE merge {} ('{} {}') uses a part that is not in the vocabulary", rank, left,
-                   right);
-      joined.assign(left).append(right);
-      VELLUM_CHECK(ids.count(joined), ErrorCode::kInvalidModel,
-                   "BPE merge {} ('{} {}') produces '{}', which is not in the vocabulary", rank,
-                   left, right, joined);
-    }
   }
 
   // EOT / EOM / FIM tokens by text where the metadata did not name them (llama.cpp's lists).
@@ -153,18 +133,18 @@ void finalize_vocab(Vocab& vocab) {
       "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",           "_<EOT>",
       "<|end_of_text|>", "<end_of_utterance>"};
   for (const auto text : kEogTexts) {
-    const auto it = ids.find(text);
-    if (it == ids.end()) continue;
-    eog.push_back(it->second);
-    force_control(vocab, it->second);
+    const int32_t id = ids.find(text);
+    if (id == kNoToken) continue;
+    eog.push_back(id);
+    force_control(vocab, id);
   }
   eog.insert(eog.end(), vocab.extra_eog_ids.begin(), vocab.extra_eog_ids.end());
   std::sort(eog.begin(), eog.end());
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
   // gpt-oss (o200k_harmony): with <|return|> and <|call|>, <|end|> only ends a message.
-  const auto has = [&](std::string_view text) { return ids.count(text) != 0; };
+  const auto has = [&](std::string_view text) { return ids.contains(text); };
   if (has("<|return|>") && has("<|call|>") && has("<|end|>")) {
-    const int32_t end_id = ids.at("<|end|>");
+    const int32_t end_id = ids.find("<|end|>");
     eog.erase(std::remove(eog.begin(), eog.end(), end_id), eog.end());
     vocab.attrs[end_id] = kAttrUserDefined;
   }

@@ -7,7 +7,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,14 +98,9 @@ struct Vocab {
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
 };
 
-// Token text -> id. The views point into Vocab::tokens, which must outlive the index and not
-// change. A text that occurs twice maps to its last id, as in llama.cpp.
-using TokenIndex = std::unordered_map<std::string_view, int32_t>;
-TokenIndex build_token_index(const Vocab& vocab);
-
 // Checks a loaded vocabulary and throws vellum::Error (kInvalidModel) naming the problem:
-// array sizes, special ids in range, token texts valid UTF-8 and non-empty, merges well-formed
-// with both parts and their concatenation in the vocabulary, SPM byte fallback available.
+// array sizes, special ids in range, token texts valid UTF-8, BPE merges present. (Each merge
+// is checked when the BPE encoder resolves it; SPM byte fallback when the SPM encoder is built.)
 // Then detects EOT/EOM/FIM tokens by their text where the metadata did not name them, builds
 // eog_ids and marks those tokens as control tokens, as llama.cpp does.
 void finalize_vocab(Vocab& vocab);
