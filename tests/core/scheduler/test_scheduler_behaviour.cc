@@ -5,6 +5,7 @@
 
 #include "core/scheduler/scheduler.h"
 #include "scheduler_test_util.h"
+#include "vellum/status.h"
 
 namespace vellum::core::testing {
 namespace {

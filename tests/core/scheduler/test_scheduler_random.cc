@@ -11,6 +11,8 @@
 #include <random>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "core/scheduler/scheduler.h"
 #include "fake_model_executor.h"
 #include "scheduler_test_util.h"
@@ -149,7 +151,9 @@ TEST_P(SchedulerRandom, InvariantsHoldAndOutputsMatchReference) {
     int num_used = 0;
     for (BlockId b = 1; b < kNumBlocks; ++b) num_used += kv.block_pool().block(b).ref_cnt > 0;
     ASSERT_EQ(num_used + kv.num_free_blocks(), kNumBlocks - 1) << "step " << step;
-    if (s.num_swapped() == 0) ASSERT_EQ(kv.num_free_host_blocks(), kNumHostBlocks);
+    if (s.num_swapped() == 0) {
+      ASSERT_EQ(kv.num_free_host_blocks(), kNumHostBlocks) << "host blocks leaked, step " << step;
+    }
     ASSERT_EQ(s.num_unfinished_requests(), static_cast<int>(unfinished.size()));
     if (num_added == kNumRequests && !s.has_requests()) break;
   }

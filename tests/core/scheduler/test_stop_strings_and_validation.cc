@@ -3,6 +3,7 @@
 
 #include "core/scheduler/input_validation.h"
 #include "core/stop_checker.h"
+#include "vellum/status.h"
 
 namespace vellum::core {
 namespace {

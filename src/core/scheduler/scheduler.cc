@@ -1,0 +1,282 @@
+// Scheduler: construction, admission and schedule() (the planning half of a step). The update
+// half (update_from_output, finishing, stats, invariants) is in scheduler_update.cc.
+#include "core/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "common/check.h"
+#include "common/logging.h"
+
+namespace vellum::core {
+
+Scheduler::Scheduler(const SchedulerConfig& config, const KVCacheConfig& kv_config)
+    : config_(config), kv_(kv_config), waiting_(config.policy), swapped_(config.policy) {
+  config_.validate();
+  VELLUM_CHECK(config_.max_model_len == kv_config.max_model_len, ErrorCode::kInvalidArgument,
+               "SchedulerConfig.max_model_len ({}) differs from KVCacheConfig.max_model_len ({}); "
+               "set both from the model config",
+               config_.max_model_len, kv_config.max_model_len);
+}
+
+void Scheduler::add_request(std::shared_ptr<Request> request) {
+  VELLUM_CHECK(request != nullptr, ErrorCode::kInvalidArgument, "add_request: null request");
+  const std::string& id = request->request_id();
+  VELLUM_CHECK(!requests_.contains(id), ErrorCode::kInvalidArgument,
+               "request id {} is already in the scheduler; request ids must be unique", id);
+  VELLUM_CHECK(request->status == RequestStatus::kWaiting && request->num_computed_tokens == 0,
+               ErrorCode::kInvalidArgument,
+               "request {} must be new (status waiting, nothing computed) when added", id);
+  VELLUM_CHECK(request->num_tokens() > 0 && request->num_tokens() < config_.max_model_len,
+               ErrorCode::kInvalidArgument,
+               "request {} has {} tokens but must have 1..{} (max_model_len {} minus one for the "
+               "first output); reject it with validate_prompt_len before adding",
+               id, request->num_tokens(), config_.max_model_len - 1, config_.max_model_len);
+  if (kv_.config().enable_caching) {
+    VELLUM_CHECK(request->block_hasher().has_value() &&
+                     request->block_hasher()->block_size() == kv_.block_size(),
+                 ErrorCode::kInvalidArgument,
+                 "request {} needs a BlockHasher with block size {} because prefix caching is on",
+                 id, kv_.block_size());
+  }
+  waiting_.add(request.get());
+  requests_.emplace(id, std::move(request));
+}
+
+int Scheduler::num_new_tokens_for(const Request& request, int token_budget) const {
+  int n = request.num_tokens_with_spec() - request.num_computed_tokens;
+  const int threshold = config_.long_prefill_token_threshold;
+  if (threshold > 0 && threshold < n) n = threshold;
+  n = std::min(n, token_budget);
+  // The input position must stay below max_model_len (matters with draft tokens).
+  n = std::min(n, config_.max_model_len - 1 - request.num_computed_tokens);
+  return std::max(n, 0);
+}
+
+void Scheduler::preempt(Request& request, bool force_recompute) {
+  VELLUM_ASSERT(request.status == RequestStatus::kRunning);
+  const std::string& id = request.request_id();
+  request.spec_token_ids.clear();
+  ++request.num_preemptions;
+  ++num_preemptions_total_;
+  ++num_preemptions_since_stats_;
+  pending_preempted_ids_.push_back(id);
+
+  if (config_.preemption_mode == PreemptionMode::kSwap && !force_recompute) {
+    const std::string ids[] = {id};
+    if (kv_.is_resident(id) && kv_.can_swap_out(ids)) {
+      std::vector<BlockSwap> moves = kv_.swap_out(ids);
+      pending_swap_out_.insert(pending_swap_out_.end(), moves.begin(), moves.end());
+      request.status = RequestStatus::kSwapped;
+      // Like waiting.prepend for recompute: the oldest victim is swapped back in first.
+      swapped_.prepend(&request);
+      return;
+    }
+    if (!warned_swap_fallback_) {
+      VELLUM_LOG_WARN(
+          "preempting request {} by recompute: the swap space has {} free blocks, too few for "
+          "its KV cache; raise --swap-space to swap instead (further fallbacks are not logged)",
+          id, kv_.num_free_host_blocks());
+      warned_swap_fallback_ = true;
+    }
+  }
+  kv_.free(id);
+  request.status = RequestStatus::kPreempted;
+  request.num_computed_tokens = 0;
+  waiting_.prepend(&request);
+}
+
+void Scheduler::schedule_running(int& token_budget, std::vector<Planned>& planned,
+                                 std::vector<Request*>& preempted) {
+  size_t i = 0;
+  while (i < running_.size() && token_budget > 0) {
+    Request* request = running_[i];
+    const int n = num_new_tokens_for(*request, token_budget);
+    if (n == 0) {
+      // Nothing to compute now (e.g. its last step's token is not back yet with overlapping
+      // steps). Skip rather than stop, as vLLM does.
+      ++i;
+      continue;
+    }
+    AllocateSlotsArgs args;
+    args.num_new_tokens = n;
+    args.num_lookahead_tokens = config_.num_lookahead_tokens;
+    std::optional<std::vector<BlockId>> new_blocks;
+    while (true) {
+      new_blocks = kv_.allocate_slots(*request, args);
+      if (new_blocks.has_value()) break;
+      size_t victim_idx = running_.size() - 1;  // FCFS: the newest running request
+      if (config_.policy == SchedulingPolicy::kPriority) {
+        // The worst (priority, arrival_time); the first one on ties, like Python's max().
+        victim_idx = 0;
+        for (size_t j = 1; j < running_.size(); ++j) {
+          const auto& p = running_[j]->params();
+          const auto& q = running_[victim_idx]->params();
+          if (std::tie(p.priority, p.arrival_time) > std::tie(q.priority, q.arrival_time)) {
+            victim_idx = j;
+          }
+        }
+      }
+      Request* victim = running_[victim_idx];
+      running_.erase(running_.begin() + static_cast<ptrdiff_t>(victim_idx));
+      if (victim_idx < i) {
+        // Already served this step (priority policy only): undo it and give its budget back.
+        auto it = std::find_if(planned.begin(), planned.end(),
+                               [&](const Planned& p) { return p.request == victim; });
+        if (it != planned.end()) {
+          token_budget += it->num_tokens;
+          planned.erase(it);
+        }
+        --i;
+      }
+      preempt(*victim, /*force_recompute=*/false);
+      preempted.push_back(victim);
+      if (victim == request) break;  // it preempted itself: nothing left to take blocks from
+    }
+    if (!new_blocks.has_value()) break;
+    planned.push_back({request, n, ScheduledKind::kRunning});
+    token_budget -= n;
+    ++i;
+  }
+}
+
+void Scheduler::schedule_swapped(int& token_budget, std::vector<Planned>& planned) {
+  while (!swapped_.empty() && token_budget > 0) {
+    if (static_cast<int>(running_.size()) >= config_.max_num_seqs) break;
+    Request* request = swapped_.peek();
+    const Request* const group[] = {request};
+    const AllocStatus status = kv_.can_swap_in(group, config_.num_lookahead_tokens);
+    if (status == AllocStatus::kLater) break;
+    swapped_.pop();
+    if (status == AllocStatus::kNever) {
+      VELLUM_LOG_WARN(
+          "failing request {}: its {} tokens can never be swapped back into a KV cache of {} "
+          "blocks",
+          request->request_id(), request->num_tokens(), kv_.block_pool().num_blocks() - 1);
+      request->status = RequestStatus::kFinishedIgnored;
+      EngineCoreOutput out;
+      out.request_id = request->request_id();
+      out.status = request->status;
+      out.num_cached_tokens = std::max(request->num_cached_tokens, 0);
+      out.num_prompt_tokens = request->num_prompt_tokens();
+      pending_outputs_.push_back(std::move(out));
+      free_request(*request);
+      continue;
+    }
+    std::vector<BlockSwap> moves = kv_.swap_in(group);
+    request->status = RequestStatus::kRunning;
+    running_.push_back(request);
+    // The mappings must reach the runner even if no token is scheduled for it below.
+    swap_in_moves_.insert(swap_in_moves_.end(), moves.begin(), moves.end());
+    const int n = num_new_tokens_for(*request, token_budget);
+    if (n == 0) continue;  // resident again; phase 1 serves it next step
+    AllocateSlotsArgs args;
+    args.num_new_tokens = n;
+    args.num_lookahead_tokens = config_.num_lookahead_tokens;
+    // can_swap_in counted the slots for every unseen token, so this fits.
+    if (!kv_.allocate_slots(*request, args).has_value()) break;
+    planned.push_back({request, n, ScheduledKind::kSwappedIn});
+    token_budget -= n;
+  }
+}
+
+void Scheduler::schedule_waiting(int& token_budget, std::vector<Planned>& planned) {
+  while (!waiting_.empty() && token_budget > 0) {
+    if (static_cast<int>(running_.size()) >= config_.max_num_seqs) break;
+    Request* request = waiting_.peek();
+    VELLUM_ASSERT(request->num_computed_tokens == 0);
+    ComputedBlocks hit = kv_.get_computed_blocks(*request);
+    int n = request->num_tokens() - hit.num_computed_tokens;
+    const int threshold = config_.long_prefill_token_threshold;
+    if (threshold > 0 && threshold < n) n = threshold;
+    // Without chunked prefill the whole prompt must fit; no skipping ahead (head-of-line).
+    if (!config_.enable_chunked_prefill && n > token_budget) break;
+    n = std::min(n, token_budget);
+    VELLUM_ASSERT(n > 0);  // a hit never covers the last token
+    AllocateSlotsArgs args;
+    args.num_new_tokens = n;
+    args.num_new_computed_tokens = hit.num_computed_tokens;
+    args.new_computed_blocks = std::move(hit.block_ids);
+    args.num_lookahead_tokens = 0;  // no drafts before the first step
+    args.full_sequence_must_fit = config_.scheduler_reserve_full_isl;
+    if (!kv_.allocate_slots(*request, args).has_value()) break;  // strict head-of-line
+    waiting_.pop();
+    running_.push_back(request);
+    const ScheduledKind kind = request->status == RequestStatus::kWaiting ? ScheduledKind::kNew
+                                                                          : ScheduledKind::kResumed;
+    request->status = RequestStatus::kRunning;
+    request->num_computed_tokens = hit.num_computed_tokens;
+    if (request->num_cached_tokens < 0) request->num_cached_tokens = hit.num_computed_tokens;
+    planned.push_back({request, n, kind});
+    token_budget -= n;
+  }
+}
+
+ScheduledRequest Scheduler::commit(const Planned& planned) {
+  Request& request = *planned.request;
+  ScheduledRequest s;
+  s.request_id = request.request_id();
+  s.request = shared(request);
+  s.kind = planned.kind;
+  s.num_computed_tokens = request.num_computed_tokens;
+  s.num_scheduled_tokens = planned.num_tokens;
+  const int begin = request.num_computed_tokens;
+  const int end = begin + planned.num_tokens;
+  const auto all = request.all_token_ids();
+  const int num_real_end = std::min(end, request.num_tokens());
+  if (begin < num_real_end) s.token_ids.assign(all.begin() + begin, all.begin() + num_real_end);
+  // Draft tokens occupy positions [num_tokens, num_tokens + spec).
+  const int num_spec = end - std::max(begin, request.num_tokens());
+  if (num_spec > 0) {
+    const int skip = std::max(begin - request.num_tokens(), 0);
+    s.spec_token_ids.assign(request.spec_token_ids.begin() + skip,
+                            request.spec_token_ids.begin() + skip + num_spec);
+    s.token_ids.insert(s.token_ids.end(), s.spec_token_ids.begin(), s.spec_token_ids.end());
+  }
+  const auto block_ids = kv_.get_block_ids(s.request_id);
+  s.block_ids.assign(block_ids.begin(), block_ids.end());
+  s.samples_token = end >= request.num_tokens();
+  // _update_after_schedule: computed tokens advance at schedule time. New drafts arrive before
+  // the next step if a drafter runs.
+  request.num_computed_tokens = end;
+  request.spec_token_ids.clear();
+  return s;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int token_budget = config_.token_budget();
+  std::vector<Planned> planned;
+  std::vector<Request*> preempted;
+
+  schedule_running(token_budget, planned, preempted);
+  if (preempted.empty()) schedule_swapped(token_budget, planned);
+  if (preempted.empty() && swapped_.empty()) schedule_waiting(token_budget, planned);
+
+  out.scheduled_requests.reserve(planned.size());
+  for (const Planned& p : planned) {
+    out.scheduled_requests.push_back(commit(p));
+    out.total_num_scheduled_tokens += p.num_tokens;
+  }
+  VELLUM_ASSERT(out.total_num_scheduled_tokens <= config_.token_budget());
+  VELLUM_ASSERT(static_cast<int>(running_.size()) <= config_.max_num_seqs);
+
+  out.blocks_to_swap_out = std::move(pending_swap_out_);
+  pending_swap_out_.clear();
+  out.blocks_to_swap_in = std::move(swap_in_moves_);
+  swap_in_moves_.clear();
+  out.blocks_to_copy = kv_.take_copy_on_writes();
+  out.preempted_req_ids = std::move(pending_preempted_ids_);
+  pending_preempted_ids_.clear();
+  out.finished_req_ids = std::move(finished_req_ids_);
+  finished_req_ids_.clear();
+  return out;
+}
+
+std::shared_ptr<Request> Scheduler::shared(const Request& request) const {
+  auto it = requests_.find(request.request_id());
+  VELLUM_ASSERT(it != requests_.end());
+  return it->second;
+}
+
+}  // namespace vellum::core
