@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/vec_math.h"
@@ -54,37 +55,91 @@ struct Tiles {
   alignas(64) float q[kMaxRows][kMaxD];    // scaled queries
   alignas(64) float acc[kMaxRows][kMaxD];  // unnormalised outputs
   alignas(64) float k[kKvTile][kMaxD];     // converted keys (f16/bf16 caches)
-  alignas(64) float v[kKvTile][kMaxD];     // converted values
   alignas(64) float p[kMaxRows][kKvTile];  // scores, then probabilities
   float m[kMaxRows];
   float l[kMaxRows];
 };
 
-// Row of cache element (block_id, kv_head, offset, 0), converted to f32 when needed.
-const float* kv_row(const void* cache, int64_t elem_index, KvType type, int64_t d,
-                    float* convert_to) {
-  switch (type) {
-    case KvType::kF32: return static_cast<const float*>(cache) + elem_index;
-    case KvType::kF16: {
-      const uint16_t* src = static_cast<const uint16_t*>(cache) + elem_index;
-      for (int64_t i = 0; i < d; i += 16) {
-        const __mmask16 m = tail_mask(d - i);
-        _mm512_mask_storeu_ps(convert_to + i, m, load_f16(src + i, m));
-      }
-      return convert_to;
-    }
-    case KvType::kBF16: {
-      const uint16_t* src = static_cast<const uint16_t*>(cache) + elem_index;
-      for (int64_t i = 0; i < d; i += 16) {
-        const __mmask16 m = tail_mask(d - i);
-        _mm512_mask_storeu_ps(convert_to + i, m, load_bf16(src + i, m));
-      }
-      return convert_to;
-    }
+// Loads 16 (masked) head-dim values of a cache row as f32.
+struct KvF32 {
+  using T = float;
+  static __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct KvF16 {
+  using T = uint16_t;
+  static __m512 load(const uint16_t* p, __mmask16 m) { return load_f16(p, m); }
+};
+struct KvBF16 {
+  using T = uint16_t;
+  static __m512 load(const uint16_t* p, __mmask16 m) { return load_bf16(p, m); }
+};
+
+// Sums of each of 16 vectors, as one vector (lane t = sum of v[t]): a transpose-and-add tree,
+// 45 shuffles/adds for 16 sums instead of ~8 dependent steps per _mm512_reduce_add_ps.
+inline __m512 reduce_add_16(const __m512* v) {
+  __m512 x[8], y[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {  // lane quad: [a0+a2, b0+b2, a1+a3, b1+b3]
+    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   }
-  return nullptr;
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // lane quad: partial sums of 4 consecutive vectors
+    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xee));
+  }
+  const __m512 z0 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 z1 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Scores of one query row against 16 keys: 16 independent FMA chains over the head dim (the
+// keys come from L1), then one reduce_add_16. k_rows has 16 valid pointers (callers pad a
+// short tile with a repeated row; those scores are masked later).
+void scores_16(const float* q_row, const float* const* k_rows, int64_t num_chunks,
+               __mmask16 last_mask, float* scores) {
+  __m512 dot[16];
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) dot[t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
+    const __m512 qv = _mm512_load_ps(q_row + c * 16);  // zero past head_dim
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; ++t) {
+      dot[t] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k_rows[t] + c * 16), dot[t]);
+    }
+  }
+  _mm512_store_ps(scores, reduce_add_16(dot));
+}
+
+// The row counts are template parameters so that the per-row accumulators stay in registers
+// (with a run-time count GCC keeps the arrays on the stack, one store-to-load chain per FMA).
+// V is read straight from the cache (converted in registers): each value vector is used by
+// kRows rows right away, so a converted copy would only add a store and a load.
+template <int kRows, class Kv>
+void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t nt,
+             int64_t num_chunks, __mmask16 last_mask) {
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
+    __m512 a[kRows];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) a[r] = _mm512_load_ps(&tl.acc[i0 + r][c * 16]);
+    for (int64_t t = 0; t < nt; ++t) {
+      const __m512 vv = Kv::load(v_rows[t] + c * 16, m);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        a[r] = _mm512_fmadd_ps(_mm512_set1_ps(tl.p[i0 + r][t]), vv, a[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) _mm512_store_ps(&tl.acc[i0 + r][c * 16], a[r]);
+  }
+}
+
+template <class Kv>
 void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q_stride,
               const void* k_cache, const void* v_cache, const int32_t* block_tables,
               const int32_t* seq_lens, const int32_t* query_start_loc,
@@ -118,34 +173,65 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
   }
 
   const int64_t kv_end = row_pos(num_rows - 1) + 1;
+  using T = typename Kv::T;
+  const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
+  const T* k_base = static_cast<const T*>(k_cache);
+  const T* v_base = static_cast<const T*>(v_cache);
+  // Element offsets of the cache rows of keys [t_begin, t_begin + kKvTile) (clipped to kv_end),
+  // walking the block table without a division per key.
+  auto tile_offsets = [&](int64_t t_begin, int64_t* offsets) {
+    const int64_t n = std::min<int64_t>(kKvTile, kv_end - t_begin);
+    int64_t block = t_begin / p.block_size;
+    int64_t offset = t_begin % p.block_size;
+    for (int64_t t = 0; t < n; ++t) {
+      offsets[t] = ((int64_t{table[block]} * p.num_kv_heads + item.kv_head) * p.block_size + offset) * d;
+      if (++offset == p.block_size) {
+        offset = 0;
+        ++block;
+      }
+    }
+    return n;
+  };
+  // Blocks are scattered, so each is a new short stream the hardware prefetcher has to find;
+  // prefetching the next tile's K/V rows while this one is computed keeps DRAM busy.
+  auto prefetch = [&](const int64_t* offsets, int64_t n) {
+    for (int64_t t = 0; t < n; ++t) {
+      const char* k_row = reinterpret_cast<const char*>(k_base + offsets[t]);
+      const char* v_row = reinterpret_cast<const char*>(v_base + offsets[t]);
+      for (size_t line = 0; line < row_bytes; line += 64) {
+        prefetch_l2(k_row + line);
+        prefetch_l2(v_row + line);
+      }
+    }
+  };
+  int64_t offsets[kKvTile];
+  int64_t next_offsets[kKvTile];
+  prefetch(offsets, tile_offsets(0, offsets));
   const float* k_rows[kKvTile];
-  const float* v_rows[kKvTile];
+  const T* v_rows[kKvTile];
   for (int64_t t0 = 0; t0 < kv_end; t0 += kKvTile) {
     const int64_t nt = std::min<int64_t>(kKvTile, kv_end - t0);
+    if (t0 + kKvTile < kv_end) prefetch(next_offsets, tile_offsets(t0 + kKvTile, next_offsets));
     // Rows whose position is before t0 see none of these keys (causal): skip them.
     const int64_t row_begin = std::max<int64_t>(0, t0 - (first_pos + item.tok0)) * hpi;
     for (int64_t t = 0; t < nt; ++t) {
-      const int64_t pos = t0 + t;
-      const int64_t elem = ((int64_t{table[pos / p.block_size]} * p.num_kv_heads + item.kv_head) *
-                                p.block_size + pos % p.block_size) * d;
-      k_rows[t] = kv_row(k_cache, elem, p.kv_type, d, tl.k[t]);
-      v_rows[t] = kv_row(v_cache, elem, p.kv_type, d, tl.v[t]);
-    }
-
-    // Scores: 4 rows per pass so every key vector load feeds 4 FMAs.
-    for (int64_t i0 = row_begin; i0 < num_rows; i0 += 4) {
-      const int64_t nr = std::min<int64_t>(4, num_rows - i0);
-      for (int64_t t = 0; t < nt; ++t) {
-        __m512 dot[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                         _mm512_setzero_ps()};
+      v_rows[t] = v_base + offsets[t];
+      if constexpr (std::is_same_v<T, float>) {
+        k_rows[t] = k_base + offsets[t];
+      } else {  // keys are reused by every row and 16 at a time: convert once
         for (int64_t c = 0; c < num_chunks; ++c) {
           const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
-          const __m512 kv = _mm512_maskz_loadu_ps(m, k_rows[t] + c * 16);
-          for (int64_t r = 0; r < nr; ++r) {
-            dot[r] = _mm512_fmadd_ps(_mm512_load_ps(&tl.q[i0 + r][c * 16]), kv, dot[r]);
-          }
+          _mm512_store_ps(&tl.k[t][c * 16], Kv::load(k_base + offsets[t] + c * 16, m));
         }
-        for (int64_t r = 0; r < nr; ++r) tl.p[i0 + r][t] = _mm512_reduce_add_ps(dot[r]);
+        k_rows[t] = tl.k[t];
+      }
+    }
+
+    // Scores, 16 keys at a time per row.
+    for (int64_t t = nt; t < kKvTile; ++t) k_rows[t] = k_rows[0];
+    for (int64_t i = row_begin; i < num_rows; ++i) {
+      for (int64_t t = 0; t < nt; t += 16) {
+        scores_16(tl.q[i], k_rows + t, num_chunks, last_mask, &tl.p[i][t]);
       }
     }
 
@@ -176,20 +262,14 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
 
     // acc += P · V, 4 rows per pass so every value vector load feeds 4 FMAs.
     for (int64_t i0 = row_begin; i0 < num_rows; i0 += 4) {
-      const int64_t nr = std::min<int64_t>(4, num_rows - i0);
-      for (int64_t c = 0; c < num_chunks; ++c) {
-        const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
-        __m512 a[4];
-        for (int64_t r = 0; r < nr; ++r) a[r] = _mm512_load_ps(&tl.acc[i0 + r][c * 16]);
-        for (int64_t t = 0; t < nt; ++t) {
-          const __m512 vv = _mm512_maskz_loadu_ps(m, v_rows[t] + c * 16);
-          for (int64_t r = 0; r < nr; ++r) {
-            a[r] = _mm512_fmadd_ps(_mm512_set1_ps(tl.p[i0 + r][t]), vv, a[r]);
-          }
-        }
-        for (int64_t r = 0; r < nr; ++r) _mm512_store_ps(&tl.acc[i0 + r][c * 16], a[r]);
+      switch (std::min<int64_t>(4, num_rows - i0)) {
+        case 1: pv_rows<1, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+        case 2: pv_rows<2, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+        case 3: pv_rows<3, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+        default: pv_rows<4, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
       }
     }
+    std::copy(next_offsets, next_offsets + kKvTile, offsets);
   }
 
   for (int64_t i = 0; i < num_rows; ++i) {
@@ -234,8 +314,20 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
       const int64_t rest = local % items_per_tile;
       const Item item{s, rest / g.num_head_groups, rest % g.num_head_groups,
                       local / items_per_tile * g.tokens_per_item};
-      run_item(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables, seq_lens,
-               query_start_loc, p, g);
+      switch (p.kv_type) {
+        case KvType::kF32:
+          run_item<KvF32>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
+                          seq_lens, query_start_loc, p, g);
+          break;
+        case KvType::kF16:
+          run_item<KvF16>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
+                          seq_lens, query_start_loc, p, g);
+          break;
+        case KvType::kBF16:
+          run_item<KvBF16>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
+                           seq_lens, query_start_loc, p, g);
+          break;
+      }
     }
   }
 }

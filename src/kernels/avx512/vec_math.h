@@ -8,6 +8,14 @@
 
 namespace vellum::kernels::avx512 {
 
+// Prefetch into L2 that GCC cannot drop: it deletes loops whose only statements are
+// __builtin_prefetch calls (seen with GCC 12 -O2), which a prefetch-ahead loop is.
+// L2 rather than L1: in paged-attention decode, T0 prefetches of whole tiles stalled on the
+// L1 fill buffers (perf annotate), T1 measured ~15% faster single-threaded.
+inline void prefetch_l2(const void* p) {
+  __asm__ volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+}
+
 // Mask of the first n (0..16) lanes.
 inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
