@@ -64,6 +64,31 @@ TEST(SchedulerBehaviour, RequestPreemptsItselfWhenItIsTheNewest) {
   s2->check_invariants();
 }
 
+// vLLM test_priority_scheduling_preemption (block math from its docstring): under block pressure
+// the worst-priority running request is preempted even though it was admitted first, and the
+// step it was already served in is undone.
+TEST(SchedulerBehaviour, PriorityPreemptsTheWorstRunningRequestNotTheNewest) {
+  auto s = create_scheduler({.max_num_seqs = 3, .max_num_batched_tokens = 200, .block_size = 16,
+                             .num_blocks = 6, .policy = SchedulingPolicy::kPriority});
+  auto lo = make_request("lo1", std::vector<TokenId>(32, 1), 16, {.priority = 5, .arrival_time = 1});
+  s->add_request(lo);
+  step(*s);  // 2 blocks, 3 free; 33 tokens
+  auto hi = make_request("hi1", std::vector<TokenId>(32, 2), 16, {.priority = 0, .arrival_time = 2});
+  s->add_request(hi);
+  SchedulerOutput out = s->schedule();  // lo1 takes its 3rd block, hi1 gets 2: 0 free
+  EXPECT_EQ(out.scheduled_req_ids(), (Ids{"lo1", "hi1"}));
+  EXPECT_EQ(s->kv_cache_manager().num_free_blocks(), 0);
+  s->update_from_output(out, sample_all(out, 7));
+
+  out = s->schedule();  // hi1 needs a 3rd block: lo1 (served first this step) is the victim
+  EXPECT_EQ(out.scheduled_req_ids(), (Ids{"hi1"}));
+  EXPECT_EQ(out.total_num_scheduled_tokens, 1);
+  EXPECT_EQ(out.preempted_req_ids, (Ids{"lo1"}));
+  EXPECT_EQ(lo->status, RequestStatus::kPreempted);
+  EXPECT_EQ(s->running_request_ids(), (Ids{"hi1"}));
+  s->check_invariants();
+}
+
 TEST(SchedulerBehaviour, AbortAtEveryStageFreesBlocksAndReportsOnce) {
   auto s = create_scheduler({.max_num_seqs = 8, .max_num_batched_tokens = 64,
                              .long_prefill_token_threshold = 16, .block_size = 4,

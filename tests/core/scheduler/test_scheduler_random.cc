@@ -28,6 +28,12 @@ struct RandomCase {
   bool chunked;
 };
 
+void PrintTo(const RandomCase& c, std::ostream* os) {
+  *os << "seed " << c.seed << (c.policy == SchedulingPolicy::kFcfs ? " fcfs" : " priority")
+      << (c.mode == PreemptionMode::kSwap ? " swap" : " recompute")
+      << (c.caching ? " caching" : "") << (c.chunked ? " chunked" : " whole-prefill");
+}
+
 std::string case_name(const ::testing::TestParamInfo<RandomCase>& info) {
   const RandomCase& c = info.param;
   return fmt::format("seed{}_{}_{}_{}_{}", c.seed,
@@ -42,7 +48,7 @@ constexpr int kNumHostBlocks = 12;
 constexpr int kMaxModelLen = 48;
 constexpr int kVocab = 50;
 constexpr TokenId kRandomEos = 0;
-constexpr int kNumRequests = 150;
+constexpr int kNumRequests = 250;
 constexpr int kMaxSteps = 20000;
 
 struct Tracked {
