@@ -46,9 +46,10 @@ struct NameExpr : Expr {
   std::string name;
 };
 
-struct ListExpr : Expr {  // [a, b] and tuples (a, b): both evaluate to a list
-  explicit ListExpr(SourceLoc l) : Expr(Kind::kList, l) {}
+struct ListExpr : Expr {  // [a, b], or a tuple (a, b) when is_tuple
+  explicit ListExpr(SourceLoc l, bool tuple = false) : Expr(Kind::kList, l), is_tuple(tuple) {}
   std::vector<ExprPtr> items;
+  bool is_tuple;
 };
 
 struct DictExpr : Expr {

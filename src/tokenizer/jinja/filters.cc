@@ -318,7 +318,7 @@ Value apply_filter(std::string_view name, const Value& v, const CallArgs& args) 
     const double x = v.as_double() * scale;
     const std::string how = method.is_string() ? method.as_string() : "common";
     double r = 0;
-    if (how == "common") r = std::round(x);
+    if (how == "common") r = std::nearbyint(x);  // Python round(): half to even
     else if (how == "floor") r = std::floor(x);
     else if (how == "ceil") r = std::ceil(x);
     else throw RenderError("filter 'round': method must be 'common', 'floor' or 'ceil'");

@@ -315,9 +315,10 @@ class Renderer {
         return v != nullptr ? *v : Value::undefined(fmt::format("'{}' is undefined", name));
       }
       case Expr::Kind::kList: {
+        const auto& list = static_cast<const ListExpr&>(expr);
         Array items;
-        for (const auto& item : static_cast<const ListExpr&>(expr).items) items.push_back(eval(*item, frame));
-        return Value::array(std::move(items));
+        for (const auto& item : list.items) items.push_back(eval(*item, frame));
+        return list.is_tuple ? Value::tuple(std::move(items)) : Value::array(std::move(items));
       }
       case Expr::Kind::kDict: {
         Object object;

@@ -153,14 +153,14 @@ class Lexer {
                             is_block ? "{%" : "{{", loc_at(tag)});
     const size_t first_token = tokens_.size();
     size_t i = content;
-    int depth = 0;  // open ( [ {: "}}" inside a dict literal does not close the tag
+    std::string open_brackets;  // "}}" inside a dict literal does not close the tag
     while (true) {
       while (i < src_.size() && is_space(src_[i])) ++i;
       if (i >= src_.size()) {
         fail(tag, fmt::format("'{}' tag is never closed with '{}'", is_block ? "{%" : "{{", close));
       }
       std::string_view rest = std::string_view(src_).substr(i);
-      if (depth == 0) {
+      if (open_brackets.empty()) {
         char modifier = '\0';
         if ((rest[0] == '-' || rest[0] == '+') && rest.substr(1, 2) == close) modifier = rest[0];
         if (modifier != '\0' || rest.substr(0, 2) == close) {
@@ -196,8 +196,13 @@ class Lexer {
           n = 1;
         }
         if (n == 0) fail(i, fmt::format("unexpected character '{}' inside a tag", c));
-        if (c == '(' || c == '[' || c == '{') ++depth;
-        if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
+        if (c == '(' || c == '[' || c == '{') open_brackets += c == '(' ? ')' : (c == '[' ? ']' : '}');
+        if ((c == ')' || c == ']' || c == '}') && !open_brackets.empty()) {
+          if (open_brackets.back() != c) {
+            fail(i, fmt::format("unexpected '{}' (expected '{}')", c, open_brackets.back()));
+          }
+          open_brackets.pop_back();
+        }
         tokens_.push_back(Token{TokenKind::kOperator, std::string(rest.substr(0, n)), loc});
         i += n;
       }

@@ -202,7 +202,7 @@ Value dict_method(const Value& self, std::string_view name, const CallArgs& args
   if (name == "items" || name == "keys" || name == "values") {
     Array out;
     for (const auto& [key, value] : object.entries) {
-      if (name == "items") out.push_back(Value::array({Value(key), value}));
+      if (name == "items") out.push_back(Value::tuple({Value(key), value}));
       else if (name == "keys") out.emplace_back(key);
       else out.push_back(value);
     }

@@ -12,9 +12,8 @@ namespace {
                                 a.type_name(), b.type_name()));
 }
 
-int64_t checked(bool overflow, int64_t value, std::string_view op) {
+void check_overflow(bool overflow, std::string_view op) {
   if (overflow) throw RenderError(fmt::format("integer overflow in '{}'", op));
-  return value;
 }
 
 // Python floor division and modulo: the remainder takes the sign of the divisor.
@@ -85,22 +84,27 @@ Value arithmetic(std::string_view op, const Value& a, const Value& b) {
   }
   if (op == "**") {
     if (ints && b.as_int() >= 0) {
-      int64_t result = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) {
-        if (result == 0 || result == 1) break;
-        result = checked(__builtin_mul_overflow(result, a.as_int(), &result), result, op);
-      }
-      if (result == 1 && a.as_int() == -1 && b.as_int() % 2 == 1) result = -1;
-      if (a.as_int() == 0 && b.as_int() > 0) result = 0;
+      const int64_t base = a.as_int();
+      const int64_t exponent = b.as_int();
+      if (base == 0) return Value(int64_t{exponent == 0 ? 1 : 0});
+      if (base == 1) return Value(int64_t{1});
+      if (base == -1) return Value(int64_t{exponent % 2 == 0 ? 1 : -1});
+      int64_t result = 1;  // |base| >= 2: overflows within 63 multiplications
+      for (int64_t i = 0; i < exponent; ++i) check_overflow(__builtin_mul_overflow(result, base, &result), op);
       return Value(result);
     }
     return Value(std::pow(a.as_double(), b.as_double()));
   }
   if (ints) {
     int64_t r = 0;
-    if (op == "+") return Value(checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r, op));
-    if (op == "-") return Value(checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r, op));
-    return Value(checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r, op));
+    if (op == "+") {
+      check_overflow(__builtin_add_overflow(a.as_int(), b.as_int(), &r), op);
+    } else if (op == "-") {
+      check_overflow(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), op);
+    } else {
+      check_overflow(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), op);
+    }
+    return Value(r);
   }
   if (op == "+") return Value(a.as_double() + b.as_double());
   if (op == "-") return Value(a.as_double() - b.as_double());

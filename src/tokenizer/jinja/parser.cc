@@ -69,6 +69,15 @@ class Parser {
     }
     return next().text;
   }
+  // A variable name being assigned: keywords are not allowed.
+  std::string expect_target_name() {
+    static constexpr std::string_view kKeywords[] = {"in", "if", "else", "and", "or", "not", "is",
+                                                     "true", "false", "none", "True", "False", "None"};
+    for (const auto keyword : kKeywords) {
+      if (at_name(keyword)) fail(peek(), fmt::format("expected a name, got keyword '{}'", keyword));
+    }
+    return expect_name();
+  }
   void expect_block_end(std::string_view statement) {
     if (peek().kind != TokenKind::kBlockEnd) {
       fail(peek(), fmt::format("expected '%}}' to end '{}', got {}", statement, describe(peek())));
@@ -100,7 +109,7 @@ class Parser {
           if (end_names.size() == 0) return body;
           fail(token, fmt::format("unexpected end of template: '{}' at line {} is never closed "
                                   "(expected '{{% {} %}}')",
-                                  opener->text, opener->loc.line, *end_names.begin()));
+                                  opener->text, opener->loc.line, *(end_names.end() - 1)));
         case TokenKind::kText:
           body.push_back(std::make_unique<TextStmt>(token.loc, token.text));
           next();
@@ -188,14 +197,14 @@ class Parser {
   Target parse_target(bool allow_attribute) {
     Target target;
     const bool parenthesized = accept_op("(");
-    target.names.push_back(expect_name());
+    target.names.push_back(expect_target_name());
     if (allow_attribute && accept_op(".")) {
       target.attribute = expect_name();
       return target;
     }
     while (accept_op(",")) {
       if (peek().kind != TokenKind::kName) break;  // trailing comma
-      target.names.push_back(expect_name());
+      target.names.push_back(expect_target_name());
     }
     if (parenthesized) expect_op(")");
     return target;
@@ -301,10 +310,13 @@ class Parser {
     const SourceLoc loc = peek().loc;
     ExprPtr first = parse_expression();
     if (!at_op(",")) return first;
-    auto list = std::make_unique<ListExpr>(loc);
+    auto list = std::make_unique<ListExpr>(loc, true);
     list->items.push_back(std::move(first));
     while (accept_op(",")) {
-      if (peek().kind == TokenKind::kBlockEnd || peek().kind == TokenKind::kVariableEnd) break;
+      if (peek().kind == TokenKind::kBlockEnd || peek().kind == TokenKind::kVariableEnd ||
+          at_op(")")) {
+        break;  // trailing comma: (1,)
+      }
       list->items.push_back(parse_expression());
     }
     return list;
@@ -481,7 +493,7 @@ class Parser {
       } else if (at_op("[")) {
         expr = parse_subscript(std::move(expr));
       } else if (at_op("(")) {
-        const SourceLoc loc = peek().loc;
+        const SourceLoc loc = expr->loc;  // errors point at the callee, not at '('
         auto call = std::make_unique<CallExpr>(loc, std::move(expr));
         call->args = parse_args();
         expr = std::move(call);
@@ -540,7 +552,7 @@ class Parser {
       }
       case TokenKind::kOperator:
         if (token.text == "(") {
-          if (accept_op(")")) return std::make_unique<ListExpr>(token.loc);  // empty tuple
+          if (accept_op(")")) return std::make_unique<ListExpr>(token.loc, true);  // ()
           ExprPtr inner = parse_tuple();
           expect_op(")");
           return inner;

@@ -52,6 +52,12 @@ Value Value::array(Array items) {
   return v;
 }
 
+Value Value::tuple(Array items) {
+  Value v = array(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::object(Object object) {
   Value v;
   v.kind_ = Kind::kObject;
@@ -221,13 +227,14 @@ void append_repr(std::string& out, const Value& value, int depth) {
   switch (value.kind()) {
     case Value::Kind::kString: append_repr_string(out, value.as_string()); return;
     case Value::Kind::kArray: {
-      out += '[';
+      out += value.is_tuple() ? '(' : '[';
       const Array& items = value.as_array();
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out += ", ";
         append_repr(out, items[i], depth + 1);
       }
-      out += ']';
+      if (value.is_tuple() && items.size() == 1) out += ',';
+      out += value.is_tuple() ? ')' : ']';
       return;
     }
     case Value::Kind::kObject: {

@@ -74,6 +74,8 @@ class Value {
   static Value undefined(std::string hint = {});
   static Value none();
   static Value array(Array items);
+  // A Python tuple: a list that prints as (a, b). Made by (a, b) literals, items(), dictsort.
+  static Value tuple(Array items);
   static Value object(Object object);
   static Value make_namespace(Object attributes);
   static Value callable(std::string name, std::function<Value(const CallArgs&)> fn);
@@ -92,6 +94,7 @@ class Value {
   bool is_object() const { return kind_ == Kind::kObject; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
+  bool is_tuple() const { return kind_ == Kind::kArray && tuple_; }
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }
@@ -118,6 +121,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  bool tuple_ = false;  // kArray only: print as a tuple
   int64_t int_ = 0;
   double float_ = 0.0;
   std::string string_;
