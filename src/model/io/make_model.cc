@@ -1,0 +1,174 @@
+#include "model/io/make_model.h"
+
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "common/check.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
+#include "model/io/builtin_vocab.h"
+#include "model/io/model_config.h"
+#include "model/io/random_weights.h"
+
+namespace vellum::model {
+namespace {
+
+struct Shape {
+  const char* name;
+  const char* model_name;
+  int64_t hidden;
+  int64_t num_layers;
+  int64_t num_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int64_t ffn;
+  int64_t context;
+  float rope_theta;
+  bool tied;
+  bool llama3_rope;  // factor 32, low 1, high 4, original context 8192
+};
+
+constexpr Shape kShapes[] = {
+    {"tiny", "vellum-tiny-random", 128, 4, 4, 2, 32, 384, 2048, 10000.0f, false, false},
+    {"llama-3.2-1b", "vellum-llama-3.2-1b-random", 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f,
+     true, true},
+};
+
+const Shape& find_shape(std::string_view name) {
+  for (const Shape& s : kShapes) {
+    if (name == s.name) return s;
+  }
+  VELLUM_THROW(ErrorCode::kInvalidArgument,
+               "unknown model shape '{}' (supported: tiny, llama-3.2-1b)", name);
+}
+
+struct Dtype {
+  const char* name;
+  gguf::GgmlType type;
+  uint32_t file_type;  // GGML's LLAMA_FTYPE_* (general.file_type)
+};
+
+constexpr Dtype kDtypes[] = {
+    {"f32", gguf::GgmlType::F32, 0},
+    {"f16", gguf::GgmlType::F16, 1},
+    {"q8_0", gguf::GgmlType::Q8_0, 7},
+    {"bf16", gguf::GgmlType::BF16, 32},
+};
+
+const Dtype& find_dtype(std::string_view name) {
+  for (const Dtype& d : kDtypes) {
+    if (name == d.name) return d;
+  }
+  VELLUM_THROW(ErrorCode::kInvalidArgument,
+               "unknown weight dtype '{}' (supported: f32, f16, bf16, q8_0)", name);
+}
+
+// Copies every tokenizer.* key of `path`; returns the vocabulary size.
+int64_t copy_vocab(const std::filesystem::path& path, gguf::GgufWriter& writer) {
+  const auto vocab = gguf::GgufFile::open(path);
+  const std::vector<std::string>* tokens = vocab->find_string_array("tokenizer.ggml.tokens");
+  VELLUM_CHECK(tokens != nullptr && !tokens->empty(), ErrorCode::kInvalidModel,
+               "{}: has no tokenizer.ggml.tokens; pass a GGUF file with a vocabulary to "
+               "--vocab-from",
+               path.string());
+  for (const auto& [key, value] : vocab->metadata()) {
+    if (key.starts_with("tokenizer.")) writer.set(key, value);  // arrays are shared, not copied
+  }
+  return static_cast<int64_t>(tokens->size());
+}
+
+void add_random(gguf::GgufWriter& writer, uint64_t seed, std::string name, gguf::GgmlType type,
+                std::vector<int64_t> shape, float mean, float stddev) {
+  int64_t num_elements = 1;
+  for (int64_t d : shape) num_elements *= d;
+  const RandomTensorSpec spec{seed, stream_id(name), mean, stddev};
+  writer.add_tensor_stream(std::move(name), type, std::move(shape),
+                           random_tensor_fill(spec, type, num_elements));
+}
+
+}  // namespace
+
+void make_model(const MakeModelOptions& options) {
+  const Shape& s = find_shape(options.shape);
+  const Dtype& dtype = find_dtype(options.dtype);
+  VELLUM_CHECK(!options.output.empty(), ErrorCode::kInvalidArgument,
+               "make-model needs an output path");
+
+  gguf::GgufWriter w;
+  const std::string arch = "llama";
+  const auto key = [&arch](std::string_view suffix) { return arch + std::string(suffix); };
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", s.model_name);
+  w.set_u32("general.file_type", dtype.file_type);
+  w.set_u32("general.alignment", gguf::kDefaultAlignment);
+  if (dtype.type == gguf::GgmlType::Q8_0) w.set_u32("general.quantization_version", 2);
+  w.set_u64("vellum.make_model.seed", options.seed);
+  w.set_string("vellum.make_model.shape", s.name);
+  w.set_u32(key(".context_length"), static_cast<uint32_t>(s.context));
+  w.set_u32(key(".embedding_length"), static_cast<uint32_t>(s.hidden));
+  w.set_u32(key(".block_count"), static_cast<uint32_t>(s.num_layers));
+  w.set_u32(key(".feed_forward_length"), static_cast<uint32_t>(s.ffn));
+  w.set_u32(key(".attention.head_count"), static_cast<uint32_t>(s.num_heads));
+  w.set_u32(key(".attention.head_count_kv"), static_cast<uint32_t>(s.num_kv_heads));
+  w.set_u32(key(".attention.key_length"), static_cast<uint32_t>(s.head_dim));
+  w.set_u32(key(".attention.value_length"), static_cast<uint32_t>(s.head_dim));
+  w.set_f32(key(".attention.layer_norm_rms_epsilon"), 1e-5f);
+  w.set_u32(key(".rope.dimension_count"), static_cast<uint32_t>(s.head_dim));
+  w.set_f32(key(".rope.freq_base"), s.rope_theta);
+  RopeScaling scaling;
+  if (s.llama3_rope) {
+    scaling.type = RopeScaling::Type::kLlama3;
+    scaling.factor = 32.0f;
+    scaling.low_freq_factor = 1.0f;
+    scaling.high_freq_factor = 4.0f;
+    scaling.original_max_position = 8192;
+    w.set_f32(key(kRopeScalingLlama3FactorSuffix), scaling.factor);
+    w.set_f32(key(kRopeScalingLlama3LowSuffix), scaling.low_freq_factor);
+    w.set_f32(key(kRopeScalingLlama3HighSuffix), scaling.high_freq_factor);
+    w.set_u32(key(".rope.scaling.original_context_length"),
+              static_cast<uint32_t>(scaling.original_max_position));
+  }
+  // Placeholder so the vocab size key sits with the other llama.* keys; set below.
+  w.set_u32(key(".vocab_size"), 0);
+  const int64_t vocab_size = options.vocab_from.empty() ? add_builtin_vocab(w)
+                                                        : copy_vocab(options.vocab_from, w);
+  w.set_u32(key(".vocab_size"), static_cast<uint32_t>(vocab_size));
+
+  // Tensors, in llama.cpp's order. Matrices: std 0.02; norm weights: 1 +- a little.
+  namespace lt = llama_tensors;
+  const uint64_t seed = options.seed;
+  const gguf::GgmlType wt = dtype.type;
+  constexpr float kStd = 0.02f;
+  constexpr float kNormStd = 0.02f;
+  const int64_t q_dim = s.num_heads * s.head_dim;
+  const int64_t kv_dim = s.num_kv_heads * s.head_dim;
+  add_random(w, seed, std::string(lt::kTokenEmbd), wt, {s.hidden, vocab_size}, 0.0f, kStd);
+  if (s.llama3_rope) {
+    // Like llama.cpp's converter: the llama3 factors as an f32 tensor of rope_dim / 2.
+    const std::vector<float> factors = llama3_rope_factors(scaling, s.rope_theta, s.head_dim);
+    std::vector<uint8_t> bytes(factors.size() * sizeof(float));
+    std::memcpy(bytes.data(), factors.data(), bytes.size());
+    w.add_tensor(std::string(lt::kRopeFreqs), gguf::GgmlType::F32,
+                 {static_cast<int64_t>(factors.size())}, std::move(bytes));
+  }
+  for (int layer = 0; layer < s.num_layers; ++layer) {
+    const auto name = [layer](std::string_view suffix) { return layer_tensor_name(layer, suffix); };
+    add_random(w, seed, name(lt::kAttnNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f, kNormStd);
+    add_random(w, seed, name(lt::kAttnQ), wt, {s.hidden, q_dim}, 0.0f, kStd);
+    add_random(w, seed, name(lt::kAttnK), wt, {s.hidden, kv_dim}, 0.0f, kStd);
+    add_random(w, seed, name(lt::kAttnV), wt, {s.hidden, kv_dim}, 0.0f, kStd);
+    add_random(w, seed, name(lt::kAttnOutput), wt, {q_dim, s.hidden}, 0.0f, kStd);
+    add_random(w, seed, name(lt::kFfnNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f, kNormStd);
+    add_random(w, seed, name(lt::kFfnGate), wt, {s.hidden, s.ffn}, 0.0f, kStd);
+    add_random(w, seed, name(lt::kFfnUp), wt, {s.hidden, s.ffn}, 0.0f, kStd);
+    add_random(w, seed, name(lt::kFfnDown), wt, {s.ffn, s.hidden}, 0.0f, kStd);
+  }
+  add_random(w, seed, std::string(lt::kOutputNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f,
+             kNormStd);
+  if (!s.tied) add_random(w, seed, std::string(lt::kOutput), wt, {s.hidden, vocab_size}, 0.0f, kStd);
+
+  w.write(options.output);
+}
+
+}  // namespace vellum::model

@@ -1,0 +1,34 @@
+// GGUF tensor names of the llama family, as written by llama.cpp's converters.
+//
+// Shapes are in GGML order (shape[0] innermost): a matrix mapping `in` features to `out`
+// features is stored as `out` rows of `in` values, shape {in, out}.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace vellum::model {
+
+namespace llama_tensors {
+// Model-level tensors.
+inline constexpr std::string_view kTokenEmbd = "token_embd.weight";    // {hidden, vocab}
+inline constexpr std::string_view kOutputNorm = "output_norm.weight";  // {hidden}, f32
+inline constexpr std::string_view kOutput = "output.weight";  // {hidden, vocab}; absent if tied
+inline constexpr std::string_view kRopeFreqs = "rope_freqs.weight";  // {rope_dim / 2}, f32
+
+// Per-layer suffixes, used with layer_tensor_name().
+inline constexpr std::string_view kAttnNorm = "attn_norm.weight";  // {hidden}, f32
+inline constexpr std::string_view kAttnQ = "attn_q.weight";        // {hidden, heads * head_dim}
+inline constexpr std::string_view kAttnK = "attn_k.weight";  // {hidden, kv_heads * head_dim}
+inline constexpr std::string_view kAttnV = "attn_v.weight";  // {hidden, kv_heads * head_dim}
+inline constexpr std::string_view kAttnOutput = "attn_output.weight";  // {heads * head_dim, hidden}
+inline constexpr std::string_view kFfnNorm = "ffn_norm.weight";        // {hidden}, f32
+inline constexpr std::string_view kFfnGate = "ffn_gate.weight";        // {hidden, ff}
+inline constexpr std::string_view kFfnUp = "ffn_up.weight";            // {hidden, ff}
+inline constexpr std::string_view kFfnDown = "ffn_down.weight";        // {ff, hidden}
+}  // namespace llama_tensors
+
+// "blk.{layer}.{suffix}", e.g. layer_tensor_name(3, llama_tensors::kAttnQ) == "blk.3.attn_q.weight".
+std::string layer_tensor_name(int layer, std::string_view suffix);
+
+}  // namespace vellum::model
