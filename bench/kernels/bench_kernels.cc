@@ -93,7 +93,7 @@ void BM_LinearDecode(benchmark::State& state, WeightType type) {
 }
 BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(16)->Arg(32)
+BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(16)->Arg(32)->Arg(33)->Arg(64)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LinearDecode, f16, WeightType::kF16)->Arg(1)->Arg(4)
     ->Unit(benchmark::kMicrosecond);

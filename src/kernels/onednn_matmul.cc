@@ -1,5 +1,6 @@
 #include "kernels/onednn_matmul.h"
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -110,6 +111,43 @@ void OnednnMatmul::run(float* y, const void* x, int64_t m) const {
   memory dst(s.dst_md(m), cpu_engine(), y);
   dnnl::stream stream(cpu_engine());
   prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, s.weights}, {DNNL_ARG_DST, dst}});
+  stream.wait();
+}
+
+struct OnednnPlainBf16Matmul::State {
+  mutable std::mutex mutex;
+  mutable std::map<std::array<int64_t, 4>, dnnl::matmul> primitives;  // keyed by (m, n, k, ldy)
+};
+
+OnednnPlainBf16Matmul::OnednnPlainBf16Matmul() : state_(std::make_unique<State>()) {
+  limit_onednn_isa_once();
+}
+OnednnPlainBf16Matmul::~OnednnPlainBf16Matmul() = default;
+
+void OnednnPlainBf16Matmul::run(float* y, int64_t ldy, const uint16_t* x, const uint16_t* w,
+                                int64_t m, int64_t n, int64_t k) const {
+  const memory::desc src_md({m, k}, memory::data_type::bf16, tag::ab);
+  const memory::desc wei_md({k, n}, memory::data_type::bf16, tag::ba);
+  const memory::desc dst_md({m, n}, memory::data_type::f32, memory::dims{ldy, 1});
+  dnnl::matmul prim;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const std::array<int64_t, 4> key{m, n, k, ldy};
+    auto it = state_->primitives.find(key);
+    if (it == state_->primitives.end()) {
+      if (state_->primitives.size() >= kMaxCachedShapes) state_->primitives.clear();
+      dnnl::matmul::desc desc(src_md, wei_md, dst_md);
+      it = state_->primitives
+               .emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, cpu_engine())))
+               .first;
+    }
+    prim = it->second;
+  }
+  memory src(src_md, cpu_engine(), const_cast<uint16_t*>(x));
+  memory wei(wei_md, cpu_engine(), const_cast<uint16_t*>(w));
+  memory dst(dst_md, cpu_engine(), y);
+  dnnl::stream stream(cpu_engine());
+  prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
   stream.wait();
 }
 

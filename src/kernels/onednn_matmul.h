@@ -31,6 +31,26 @@ class OnednnMatmul {
   std::unique_ptr<State> state_;
 };
 
+// bf16 GEMM on weights that change from call to call (no reorder: oneDNN packs the plain
+// weights itself inside the call). Used for Q8_0 prefill, where slabs of weight rows are
+// dequantized to bf16 just before the product. Primitives are cached per (m, n, k, ldy).
+// Thread-safe.
+class OnednnPlainBf16Matmul {
+ public:
+  OnednnPlainBf16Matmul();
+  ~OnednnPlainBf16Matmul();
+  OnednnPlainBf16Matmul(const OnednnPlainBf16Matmul&) = delete;
+  OnednnPlainBf16Matmul& operator=(const OnednnPlainBf16Matmul&) = delete;
+
+  // y (m, n) f32 with row stride ldy = x (m, k) bf16 · w (n, k) bf16ᵀ.
+  void run(float* y, int64_t ldy, const uint16_t* x, const uint16_t* w, int64_t m, int64_t n,
+           int64_t k) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // Limits oneDNN to the ISA Vellum selected (call before the first primitive; later calls are
 // ignored by oneDNN).
 void limit_onednn_isa_once();

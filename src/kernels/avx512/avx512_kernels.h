@@ -1,7 +1,8 @@
 // AVX-512 versions of the kernels. Each .cc in this directory is compiled with its own
 // -mavx512* flags (see ../CMakeLists.txt); call these only when cpu::selected_isa() allows:
 //   >= Isa::kAvx512     everything here except the *_bf16 dot and VNNI kernels
-//   >= Isa::kAvx512Bf16 gemm_bf16_dot, gemm_q8_0_vnni, convert_f32_to_bf16 uses plain AVX-512
+//   >= Isa::kAvx512Bf16 gemm_bf16_dot, gemm_q8_0_vnni, gemm_q8_0_bf16
+//   (convert_f32_to_bf16 needs only AVX-512F)
 // Semantics are those of the same-named functions in kernels.h / ref/ref_kernels.h.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/kernels.h"
+#include "kernels/onednn_matmul.h"
 #include "kernels/packed_weights.h"
 
 namespace vellum::kernels::avx512 {
@@ -47,5 +49,9 @@ size_t gemm_bf16_scratch_bytes(int64_t m, int64_t n_in);
 void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch);
 size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t k_pad);
+// Q8_0 for large m (needs AVX512-BF16): weight slabs dequantized to bf16, oneDNN product.
+void gemm_q8_0_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                    const detail::OnednnPlainBf16Matmul& onednn, void* scratch);
+size_t gemm_q8_0_bf16_scratch_bytes(int64_t m, int64_t n_in);
 
 }  // namespace vellum::kernels::avx512
