@@ -34,14 +34,20 @@ class BlockHashIndex {
   // Calls fn(key, block_id) for every entry (invariant checks).
   template <typename Fn>
   void for_each(Fn&& fn) const {
-    for (const auto& [key, ids] : map_) {
-      for (BlockId id : ids) fn(key, id);
+    for (const auto& [key, entry] : map_) {
+      fn(key, entry.first);
+      for (BlockId id : entry.more) fn(key, id);
     }
   }
 
  private:
-  // Almost always one id per key; a vector keeps the insertion order for the rare duplicates.
-  std::unordered_map<BlockHashWithGroupId, std::vector<BlockId>, BlockHashWithGroupIdHasher> map_;
+  // Almost always one block per key: the first is stored inline (no allocation); the rare
+  // duplicates follow in insertion order.
+  struct Entry {
+    BlockId first;
+    std::vector<BlockId> more;
+  };
+  std::unordered_map<BlockHashWithGroupId, Entry, BlockHashWithGroupIdHasher> map_;
   int num_blocks_ = 0;
 };
 

@@ -11,6 +11,7 @@ namespace vellum::core {
 
 KVCacheManager::KVCacheManager(const KVCacheConfig& config)
     : config_(config),
+      block_hasher_(config.block_size, config.hash_seed),
       pool_(BlockPoolConfig{.num_blocks = config.num_blocks,
                             .enable_caching = config.enable_caching,
                             .enable_kv_cache_events = config.enable_kv_cache_events}),
@@ -41,10 +42,13 @@ void KVCacheManager::debug_check() const { VELLUM_DEBUG_ONLY(check_invariants())
 ComputedBlocks KVCacheManager::get_computed_blocks(const Request& request) {
   ComputedBlocks result;
   if (!config_.enable_caching || request.skip_reading_prefix_cache()) return result;
-  VELLUM_CHECK(request.block_hasher() && request.block_hasher()->block_size() == config_.block_size,
+  VELLUM_CHECK(request.block_hasher() &&
+                   request.block_hasher()->block_size() == block_hasher_.block_size() &&
+                   request.block_hasher()->none_hash() == block_hasher_.none_hash(),
                ErrorCode::kInvalidArgument,
-               "request {} must be built with a BlockHasher of block_size {} when prefix caching "
-               "is enabled", request.request_id(), config_.block_size);
+               "request {} must be built with the manager's BlockHasher (block_size {}, same seed) "
+               "when prefix caching is enabled; use KVCacheManager::block_hasher()",
+               request.request_id(), config_.block_size);
   // The last token is always recomputed so that its logits exist.
   const int max_cache_hit_length = request.num_tokens() - 1;
   const auto hashes = request.block_hashes();

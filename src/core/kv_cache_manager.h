@@ -37,6 +37,7 @@ struct KVCacheConfig {
   bool enable_kv_cache_events = false;
   int num_host_blocks = 0;             // swap tier capacity in blocks; 0 = no swap tier
   double watermark = 0.01;             // V0: fraction of usable device blocks kept free on admission
+  std::string hash_seed;               // seeds NONE_HASH (see BlockHasher); same seed, same hashes
 };
 
 // Result of get_computed_blocks: the prefix-cache hit. block_ids may contain kNullBlockId
@@ -81,6 +82,9 @@ class KVCacheManager {
 
   const KVCacheConfig& config() const { return config_; }
   int block_size() const { return config_.block_size; }
+  // The hasher Requests must be built with for prefix caching (block size and seed of this
+  // manager). get_computed_blocks rejects requests hashed differently.
+  const BlockHasher& block_hasher() const { return block_hasher_; }
 
   // ---- V1 API (spec §1.6) ----
 
@@ -197,6 +201,7 @@ class KVCacheManager {
   void debug_check() const;
 
   KVCacheConfig config_;
+  BlockHasher block_hasher_;
   BlockPool pool_;
   HostBlockPool host_pool_;
   StringMap<DeviceTable> device_tables_;

@@ -467,6 +467,11 @@ TEST(KvCacheErrors, BadAllocateArgumentsThrow) {
   // A request without hashes cannot be looked up while caching is on.
   Request unhashed = make_request("u", iota_tokens(6), 0);
   EXPECT_THROW((void)kv.get_computed_blocks(unhashed), Error);
+  // A request hashed with another seed would silently never hit: rejected.
+  Request other_seed("s", iota_tokens(6), RequestParams{}, BlockHasher(4, "other"));
+  EXPECT_THROW((void)kv.get_computed_blocks(other_seed), Error);
+  Request same_seed("t", iota_tokens(6), RequestParams{}, kv.block_hasher());
+  EXPECT_EQ(kv.get_computed_blocks(same_seed).num_computed_tokens, 4);
   // cache_blocks for a request that holds no blocks.
   EXPECT_THROW(kv.cache_blocks(unhashed, 4), Error);
   kv.check_invariants();
