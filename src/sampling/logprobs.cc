@@ -44,13 +44,22 @@ void top_k_ids(const float* row, int64_t vocab_size, int64_t k, int32_t* out_ids
   items.clear();
   if (k <= kInsertionTopK) {
     // items stays sorted (ranks_before); an element enters only if it beats the current k-th,
-    // so equal later ids never displace earlier ones.
-    for (int64_t i = 0; i < vocab_size; ++i) {
-      const float v = row[i];
-      if (static_cast<int64_t>(items.size()) == k && !(v > items.back().first)) continue;
-      const std::pair<float, int32_t> item{v, static_cast<int32_t>(i)};
-      if (static_cast<int64_t>(items.size()) == k) items.pop_back();
-      items.insert(std::upper_bound(items.begin(), items.end(), item, ranks_before), item);
+    // so equal later ids never displace earlier ones. Once k items are in, whole blocks whose
+    // (vectorized) max does not beat the k-th are skipped.
+    constexpr int64_t kBlock = 128;
+    for (int64_t begin = 0; begin < vocab_size; begin += kBlock) {
+      const int64_t end = std::min(vocab_size, begin + kBlock);
+      if (static_cast<int64_t>(items.size()) == k &&
+          !(row_max(row + begin, end - begin) > items.back().first)) {
+        continue;
+      }
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = row[i];
+        if (static_cast<int64_t>(items.size()) == k && !(v > items.back().first)) continue;
+        const std::pair<float, int32_t> item{v, static_cast<int32_t>(i)};
+        if (static_cast<int64_t>(items.size()) == k) items.pop_back();
+        items.insert(std::upper_bound(items.begin(), items.end(), item, ranks_before), item);
+      }
     }
   } else {
     items.resize(vocab_size);
@@ -78,10 +87,7 @@ void fill_row_logprobs(const float* raw_row, int64_t vocab_size, int32_t token_i
     out->logprobs[begin + j] = static_cast<float>(static_cast<double>(raw_row[ids[j]]) - lse);
   }
   const float token_logit = raw_row[token_id];
-  int64_t rank = 0;
-#pragma omp simd reduction(+ : rank)
-  for (int64_t i = 0; i < vocab_size; ++i) rank += raw_row[i] >= token_logit ? 1 : 0;
-  out->ranks[r] = rank;
+  out->ranks[r] = row_count_at_least(raw_row, vocab_size, token_logit);
 }
 
 void compute_prompt_logprobs(const float* logits, int64_t num_positions, int64_t vocab_size,

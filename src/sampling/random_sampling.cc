@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "sampling/vec_math.h"
@@ -15,110 +16,127 @@ namespace {
 // per octave. 1.0f = 0x3F800000 is the highest bin.
 constexpr int kBinShift = 18;
 constexpr int64_t kNumBins = (0x3F800000 >> kBinShift) + 1;
+// Up to this many candidates the top-p cut sorts them; above, it bins them first.
+constexpr size_t kMaxSortedCandidates = 4096;
 // Block size for the second-level search in draw_from_filtered.
 constexpr int64_t kBlock = 1024;
 // Smallest weight fast_exp returns other than 0: masked (-inf) logits have weight 0 exactly.
 constexpr float kMinKeptWeight = std::numeric_limits<float>::min();
+// Candidate floors (weights relative to the max) tried from the top: the first that provably
+// contains the top-k / top-p cut bounds the candidates that are gathered and sorted.
+constexpr float kLevels[kNumStatLevels - 1] = {0x1p-1f, 0x1p-3f, 0x1p-5f, 0x1p-8f,
+                                               0x1p-11f, 0x1p-14f, 0x1p-18f};
 
 inline uint32_t bin_of(float weight) { return std::bit_cast<uint32_t>(weight) >> kBinShift; }
 
-void ensure_sizes(RandomSamplingWorkspace* ws) {
-  if (static_cast<int64_t>(ws->bin_counts.size()) != kNumBins) {
-    ws->bin_counts.assign(kNumBins, 0);
+// The smallest kept weight of top-p over `candidates` (every weight >= the current threshold
+// that can be kept, in any order; modified): keep while the mass ranked above is < target.
+float top_p_cut(float* candidates, size_t num_candidates, double target,
+                RandomSamplingWorkspace* ws) {
+  float* sorted = candidates;
+  size_t num_sorted = num_candidates;
+  double above = 0.0;  // mass of the candidates ranked above the current one
+  if (num_candidates > kMaxSortedCandidates) {
+    // Bin first; only the bin holding the cut is sorted.
+    ws->bin_counts.assign(kNumBins, 0u);
     ws->bin_mass.assign(kNumBins, 0.0);
-  }
-}
-
-// Elements of `bin` with weight >= threshold, sorted by weight descending, into ws->bin_items.
-void gather_bin_sorted(const float* weights, int64_t vocab_size, uint32_t bin, float threshold,
-                       RandomSamplingWorkspace* ws) {
-  ws->bin_items.clear();
-  for (int64_t i = 0; i < vocab_size; ++i) {
-    const float w = weights[i];
-    if (w >= threshold && bin_of(w) == bin) ws->bin_items.emplace_back(w, static_cast<int32_t>(i));
-  }
-  std::sort(ws->bin_items.begin(), ws->bin_items.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-}
-
-// The k-th largest weight among those >= threshold, or threshold when fewer than k are.
-float top_k_threshold(const float* weights, int64_t vocab_size, int64_t k, float threshold,
-                      RandomSamplingWorkspace* ws) {
-  std::fill(ws->bin_counts.begin(), ws->bin_counts.end(), 0u);
-  for (int64_t i = 0; i < vocab_size; ++i) {
-    const float w = weights[i];
-    if (w >= threshold) ++ws->bin_counts[bin_of(w)];
-  }
-  int64_t above = 0;
-  for (int64_t bin = kNumBins - 1; bin >= 0; --bin) {
-    const int64_t count = ws->bin_counts[bin];
-    if (above + count >= k) {
-      gather_bin_sorted(weights, vocab_size, static_cast<uint32_t>(bin), threshold, ws);
-      return ws->bin_items[k - above - 1].first;
+    for (size_t i = 0; i < num_candidates; ++i) {
+      ++ws->bin_counts[bin_of(candidates[i])];
+      ws->bin_mass[bin_of(candidates[i])] += candidates[i];
     }
-    above += count;
-  }
-  return threshold;
-}
-
-// The smallest kept weight after top-p over the weights >= threshold.
-float top_p_threshold(const float* weights, int64_t vocab_size, float top_p, float threshold,
-                      RandomSamplingWorkspace* ws) {
-  std::fill(ws->bin_counts.begin(), ws->bin_counts.end(), 0u);
-  std::fill(ws->bin_mass.begin(), ws->bin_mass.end(), 0.0);
-  double total = 0.0;
-  for (int64_t i = 0; i < vocab_size; ++i) {
-    const float w = weights[i];
-    if (w >= threshold) {
-      const uint32_t bin = bin_of(w);
-      ++ws->bin_counts[bin];
-      ws->bin_mass[bin] += w;
-      total += w;
-    }
-  }
-  const double target = static_cast<double>(top_p) * total;
-  double above = 0.0;  // mass of the tokens ranked above the current one
-  for (int64_t bin = kNumBins - 1; bin >= 0; --bin) {
-    if (ws->bin_counts[bin] == 0) continue;
-    if (above + ws->bin_mass[bin] < target) {
+    int64_t cut_bin = -1;
+    for (int64_t bin = kNumBins - 1; bin >= 0; --bin) {
+      if (ws->bin_counts[bin] == 0) continue;
+      if (above + ws->bin_mass[bin] >= target) {
+        cut_bin = bin;
+        break;
+      }
       above += ws->bin_mass[bin];
-      continue;
     }
-    gather_bin_sorted(weights, vocab_size, static_cast<uint32_t>(bin), threshold, ws);
-    float last_kept = ws->bin_items.front().first;
-    for (const auto& [w, id] : ws->bin_items) {
-      if (above >= target) break;
-      last_kept = w;
-      above += w;
+    if (cut_bin < 0) return 0.0f;  // rounding left the target unreached: keep all candidates
+    ws->bin_items.clear();
+    for (size_t i = 0; i < num_candidates; ++i) {
+      if (bin_of(candidates[i]) == static_cast<uint32_t>(cut_bin)) {
+        ws->bin_items.push_back(candidates[i]);
+      }
     }
-    return std::max(threshold, last_kept);
+    sorted = ws->bin_items.data();
+    num_sorted = ws->bin_items.size();
   }
-  return threshold;  // rounding left the target unreached: everything >= threshold stays
+  std::sort(sorted, sorted + num_sorted, std::greater<float>());
+  float last_kept = num_sorted == 0 ? 0.0f : sorted[0];
+  for (size_t i = 0; i < num_sorted; ++i) {
+    if (above >= target) break;
+    last_kept = sorted[i];
+    above += sorted[i];
+  }
+  return last_kept;
 }
 
 }  // namespace
 
 FilteredRow filter_row(float* row, int64_t vocab_size, const RandomSamplingConfig& config,
                        RandomSamplingWorkspace* ws) {
-  ensure_sizes(ws);
-  const float temperature = config.temperature;
-#pragma omp simd
-  for (int64_t i = 0; i < vocab_size; ++i) row[i] = row[i] / temperature;
-  const float max_logit = row_max(row, vocab_size);
+  const float max_logit = row_divide_and_max(row, vocab_size, config.temperature);
   if (max_logit == -std::numeric_limits<float>::infinity()) {
     std::fill(row, row + vocab_size, 0.0f);
+    ws->block_mass.clear();
     return FilteredRow{std::numeric_limits<float>::infinity(), 0.0};
   }
-#pragma omp simd
-  for (int64_t i = 0; i < vocab_size; ++i) row[i] = fast_exp(row[i] - max_logit);
+  row_exp_shifted(row, vocab_size, max_logit);
 
   // The max weight is 1, so min_p · max_prob is min_p in weight units.
   float threshold = std::max(kMinKeptWeight, config.min_p);
-  if (config.top_k > 0 && config.top_k < vocab_size) {
-    threshold = std::max(threshold, top_k_threshold(row, vocab_size, config.top_k, threshold, ws));
-  }
-  if (config.top_p < 1.0f) {
-    threshold = top_p_threshold(row, vocab_size, config.top_p, threshold, ws);
+  bool top_k = config.top_k > 0 && config.top_k < vocab_size;
+  const bool top_p = config.top_p < 1.0f;
+  if (top_k || top_p) {
+    float levels[kNumStatLevels];
+    for (int j = 0; j < kNumStatLevels - 1; ++j) levels[j] = std::max(kLevels[j], threshold);
+    levels[kNumStatLevels - 1] = threshold;
+    double masses[kNumStatLevels];
+    int64_t counts[kNumStatLevels];
+    row_level_stats(row, vocab_size, levels, masses, counts);
+    const double total_mass = masses[kNumStatLevels - 1];
+    top_k = top_k && counts[kNumStatLevels - 1] > config.top_k;  // else top-k keeps everything
+    if (top_k || top_p) {
+      // With top-k the cut lies at or above the k-th value; top-p alone needs the mass.
+      float floor = threshold;
+      for (int j = 0; j < kNumStatLevels; ++j) {
+        const bool contains_cut = top_k ? counts[j] >= config.top_k
+                                        : masses[j] >= static_cast<double>(config.top_p) * total_mass;
+        if (contains_cut) {
+          floor = levels[j];
+          break;
+        }
+      }
+      // Branchless gather: the flat-distribution case keeps about half of the row, where a
+      // branch would mispredict constantly.
+      if (static_cast<int64_t>(ws->candidates.size()) < vocab_size) {
+        ws->candidates.resize(vocab_size);
+      }
+      float* candidates = ws->candidates.data();
+      size_t num_candidates = 0;
+      for (int64_t i = 0; i < vocab_size; ++i) {
+        candidates[num_candidates] = row[i];
+        num_candidates += row[i] >= floor ? 1 : 0;
+      }
+      double kept_mass = total_mass;
+      if (top_k) {
+        std::nth_element(candidates, candidates + (config.top_k - 1),
+                         candidates + num_candidates, std::greater<float>());
+        threshold = std::max(threshold, candidates[config.top_k - 1]);
+        // nth_element put every value >= the k-th in front; ties with it may sit anywhere after.
+        num_candidates = std::remove_if(candidates, candidates + num_candidates,
+                                        [&](float w) { return w < threshold; }) -
+                         candidates;
+        kept_mass = 0.0;
+        for (size_t i = 0; i < num_candidates; ++i) kept_mass += candidates[i];
+      }
+      if (top_p) {
+        const double target = static_cast<double>(config.top_p) * kept_mass;
+        threshold = std::max(threshold, top_p_cut(candidates, num_candidates, target, ws));
+      }
+    }
   }
 
   // Kept mass, per block of kBlock entries so that the draw can skip whole blocks.
@@ -127,9 +145,7 @@ FilteredRow filter_row(float* row, int64_t vocab_size, const RandomSamplingConfi
   double kept_mass = 0.0;
   for (int64_t b = 0; b < num_blocks; ++b) {
     const int64_t end = std::min(vocab_size, (b + 1) * kBlock);
-    double block = 0.0;
-#pragma omp simd reduction(+ : block)
-    for (int64_t i = b * kBlock; i < end; ++i) block += row[i] >= threshold ? row[i] : 0.0f;
+    const double block = row_sum_at_least(row + b * kBlock, end - b * kBlock, threshold);
     ws->block_mass[b] = block;
     kept_mass += block;
   }

@@ -9,12 +9,13 @@
 // uniform number (inverse CDF); this draws from the same distribution as vLLM's exponential race
 // with a single random number per row instead of one per vocabulary entry.
 //
-// No full sort: a 4064-bin histogram over the float bits of the weights finds the bin that holds
-// the k-th value or the top-p boundary, and only that bin's elements are sorted.
+// No full sort: one vectorized pass counts the tokens and mass above a few weight levels, which
+// bounds the candidates that can hold the k-th value or the top-p cut; only those are gathered
+// and selected (nth_element) or sorted. When that is still many (a flat distribution), a
+// 4064-bin histogram over the float bits of the weights narrows the sort to one bin.
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 namespace vellum::sampling {
@@ -28,10 +29,11 @@ struct RandomSamplingConfig {
 
 // Scratch reused across rows and steps; sized on first use, no allocation afterwards.
 struct RandomSamplingWorkspace {
-  std::vector<uint32_t> bin_counts;                  // (kNumBins)
-  std::vector<double> bin_mass;                      // (kNumBins)
-  std::vector<std::pair<float, int32_t>> bin_items;  // elements of one boundary bin
-  std::vector<double> block_mass;                    // (ceil(vocab / kBlock)) kept mass per block
+  std::vector<float> candidates;     // (vocab) weights that may hold the top-k / top-p cut
+  std::vector<uint32_t> bin_counts;  // (kNumBins)
+  std::vector<double> bin_mass;      // (kNumBins)
+  std::vector<float> bin_items;      // the weights of the bin holding the top-p cut
+  std::vector<double> block_mass;    // (ceil(vocab / kBlock)) kept mass per block
 };
 
 // The kept part of a row after filter_row: row[i] >= threshold are kept with weight row[i].

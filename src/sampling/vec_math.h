@@ -1,10 +1,9 @@
-// Loops over one logits row that the compiler vectorizes (OpenMP SIMD), shared by the sampler and
-// the logprobs code. Pure functions on raw pointers; no allocation.
+// Vectorized loops over one logits row, shared by the sampler, the logprobs and beam search code.
+// Pure functions on raw pointers; no allocation.
 #pragma once
 
 #include <bit>
 #include <cstdint>
-#include <limits>
 
 namespace vellum::sampling {
 
@@ -12,7 +11,7 @@ namespace vellum::sampling {
 // -inf, so masked logits get probability 0). Cephes' single-precision polynomial, written without
 // branches or library calls so that `#pragma omp simd` loops vectorize it.
 inline float fast_exp(float x) {
-  const bool underflow = x < -87.0f;
+  const float keep = x < -87.0f ? 0.0f : 1.0f;
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   // Round x·log2(e) to the nearest integer with the 1.5·2^23 trick (no SSE4.1 round needed).
   constexpr float kRound = 12582912.0f;
@@ -26,32 +25,36 @@ inline float fast_exp(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
   const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return underflow ? 0.0f : y * scale;
+  return keep * (y * scale);
 }
+
+// Row kernels (row_kernels.cc): one copy per ISA (AVX-512, AVX2+FMA, baseline) chosen at load
+// time by the compiler's target_clones dispatch.
 
 // Largest value of row[0, n); -inf for an empty or all -inf row. NaNs are ignored.
-inline float row_max(const float* row, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = row[i] > m ? row[i] : m;
-  return m;
-}
+float row_max(const float* row, int64_t n);
 
 // Index of the first largest value (torch.argmax's tie rule); 0 when no value is larger than -inf.
-inline int64_t row_argmax(const float* row, int64_t n) {
-  const float m = row_max(row, n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (row[i] == m) return i;
-  }
-  return 0;
-}
+int64_t row_argmax(const float* row, int64_t n);
 
 // sum_i exp(row[i] - shift), accumulated in double.
-inline double row_sum_exp(const float* row, int64_t n, float shift) {
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(fast_exp(row[i] - shift));
-  return sum;
-}
+double row_sum_exp(const float* row, int64_t n, float shift);
+
+// row[i] /= divisor in place; returns the largest result.
+float row_divide_and_max(float* row, int64_t n, float divisor);
+
+// row[i] = fast_exp(row[i] - shift) in place.
+void row_exp_shifted(float* row, int64_t n, float shift);
+
+// sum of the values >= threshold, accumulated in double.
+double row_sum_at_least(const float* row, int64_t n, float threshold);
+
+// For each of kNumStatLevels thresholds: the number and the sum (double) of values >= it.
+inline constexpr int kNumStatLevels = 8;
+void row_level_stats(const float* row, int64_t n, const float* thresholds, double* masses,
+                     int64_t* counts);
+
+// Number of values >= value.
+int64_t row_count_at_least(const float* row, int64_t n, float value);
 
 }  // namespace vellum::sampling

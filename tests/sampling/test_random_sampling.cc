@@ -208,6 +208,31 @@ TEST(RandomSampling, FilterMatchesReferenceOnRandomRows) {
   EXPECT_LT(num_close_calls, kTrials / 20);
 }
 
+// Flat rows over a large vocabulary: the top-p cut falls among thousands of candidates, which
+// takes the binned path.
+TEST(RandomSampling, FilterMatchesReferenceOnFlatLargeRows) {
+  std::mt19937_64 rng(99);
+  int64_t num_close_calls = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const int64_t vocab = std::uniform_int_distribution<int64_t>(20000, 60000)(rng);
+    const auto logits = random_logits(vocab, rng(), 1.0f);
+    RandomSamplingConfig config;
+    config.top_p = std::uniform_real_distribution<float>(0.5f, 0.95f)(rng);
+    if (trial % 3 == 0) config.top_k = 15000;
+    if (trial % 4 == 0) config.min_p = 0.01f;
+    const Reference ref = reference_filter(logits, config);
+    const auto kept = kept_by_filter(logits, config);
+    const int64_t num_kept = std::count(ref.kept.begin(), ref.kept.end(), true);
+    ASSERT_GT(num_kept, 4096) << "trial " << trial << ": not the binned path";
+    if (kept != ref.kept) {
+      ASSERT_LT(ref.cut_gap, 1e-5) << "trial " << trial << " vocab " << vocab << " top_p "
+                                   << config.top_p;
+      ++num_close_calls;
+    }
+  }
+  EXPECT_LE(num_close_calls, 1);
+}
+
 TEST(RandomSampling, TemperatureOneMatchesTheDistribution) {
   const std::vector<float> logits = {0.3f, -1.2f, 2.0f, 0.0f, 1.1f, -0.4f, 0.9f, -2.5f};
   const auto probs = softmax(logits);
