@@ -3,6 +3,7 @@
 // the template line and column.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -44,10 +45,19 @@ bool apply_test(std::string_view name, const Value& operand, const CallArgs& arg
 Value bound_method(const Value& self, std::string_view name);
 // Python str.strip/lstrip/rstrip; chars empty → Unicode whitespace.
 std::string python_strip(std::string_view text, const Value& chars, bool left, bool right);
-std::string ascii_upper(std::string_view text);
-std::string ascii_lower(std::string_view text);
+
+// ---- text_case.cc ----
+// Decodes the code point at text[i]; an invalid or truncated sequence decodes as its first
+// byte with *length 1.
+uint32_t decode_utf8(std::string_view text, size_t i, size_t* length);
+void append_utf8(std::string& out, uint32_t code_point);
+// Python str.upper/lower/title/capitalize for ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic.
+std::string python_upper(std::string_view text);
+std::string python_lower(std::string_view text);
 std::string python_title(std::string_view text);
 std::string python_capitalize(std::string_view text);
+// Python's \w for the code points above (letters, digits, '_'), and CJK and beyond as letters.
+bool is_word_code_point(uint32_t code_point);
 // Python str.replace(old, new, count); count < 0 replaces all.
 std::string python_replace(std::string_view text, std::string_view from, std::string_view to,
                            int64_t count);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 #include "tokenizer/jinja/builtins.h"
 
@@ -100,7 +101,7 @@ Value sort_items(const Value& operand, const CallArgs& args, bool unique) {
   const Value& attribute = arg(args, unique ? 1 : 2, "attribute");
   const auto key = [&](const Value& item) {
     Value k = attribute.is_string() ? attribute_path(item, attribute.as_string()) : item;
-    if (!case_sensitive && k.is_string()) return Value(ascii_lower(k.as_string()));
+    if (!case_sensitive && k.is_string()) return Value(python_lower(k.as_string()));
     return k;
   };
   Array items = iterate(operand);
@@ -202,7 +203,7 @@ Value min_max(const Value& operand, const CallArgs& args, bool want_max) {
   const Value& attribute = arg(args, 1, "attribute");
   const auto key = [&](const Value& item) {
     Value k = attribute.is_string() ? attribute_path(item, attribute.as_string()) : item;
-    return (!case_sensitive && k.is_string()) ? Value(ascii_lower(k.as_string())) : k;
+    return (!case_sensitive && k.is_string()) ? Value(python_lower(k.as_string())) : k;
   };
   size_t best = 0;
   for (size_t i = 1; i < items.size(); ++i) {
@@ -213,6 +214,63 @@ Value min_max(const Value& operand, const CallArgs& args, bool want_max) {
   return items[best];
 }
 
+
+// Python's "fmt % args" for the conversions templates use: %s %r %d %i %f %% (with flags,
+// width and precision for %d/%f).
+std::string percent_format(const std::string& pattern, const CallArgs& args) {
+  std::string out;
+  size_t next_arg = 0;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      out += pattern[i];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < pattern.size() && std::string_view("-+ 0#.0123456789").find(pattern[j]) != std::string_view::npos) ++j;
+    if (j >= pattern.size()) throw RenderError("format: incomplete format specifier");
+    const std::string spec = pattern.substr(i + 1, j - i - 1);
+    const char conversion = pattern[j];
+    i = j;
+    if (conversion == '%') {
+      out += '%';
+      continue;
+    }
+    if (next_arg >= args.positional.size()) throw RenderError("format: not enough arguments for format string");
+    const Value& v = args.positional[next_arg++];
+    if (spec.size() > 8) throw RenderError("format: format specifier too long");
+    // printf flags → fmt: '-' left-aligns, '0' zero-pads, '+'/' ' sign, then width.precision.
+    std::string sign;
+    bool left = false;
+    bool zero = false;
+    size_t k = 0;
+    for (; k < spec.size() && std::string_view("-+ 0#").find(spec[k]) != std::string_view::npos; ++k) {
+      if (spec[k] == '-') left = true;
+      if (spec[k] == '0') zero = true;
+      if (spec[k] == '+' || spec[k] == ' ') sign = spec[k];
+    }
+    const std::string size = spec.substr(k);  // width[.precision]
+    const std::string align = left ? "<" : ">";
+    switch (conversion) {
+      case 's': out += fmt::format(fmt::runtime("{:" + align + size + "}"), v.to_output()); break;
+      case 'r': out += fmt::format(fmt::runtime("{:" + align + size + "}"), v.repr()); break;
+      case 'd':
+      case 'i':
+      case 'f': {
+        if (!v.is_number()) throw RenderError(fmt::format("format: %{} needs a number", conversion));
+        const std::string number_spec = (left ? "<" : "") + sign + (zero && !left ? "0" : "") + size;
+        if (conversion == 'f') {
+          const std::string precision = size.find('.') == std::string::npos ? ".6" : "";
+          out += fmt::format(fmt::runtime("{:" + number_spec + precision + "f}"), v.as_double());
+        } else {
+          out += fmt::format(fmt::runtime("{:" + number_spec + "d}"), static_cast<int64_t>(v.as_double()));
+        }
+        break;
+      }
+      default: throw RenderError(fmt::format("format: unsupported conversion '%{}'", conversion));
+    }
+  }
+  return out;
+}
 }  // namespace
 
 Value apply_filter(std::string_view name, const Value& v, const CallArgs& args) {
@@ -324,12 +382,29 @@ Value apply_filter(std::string_view name, const Value& v, const CallArgs& args) 
     else throw RenderError("filter 'round': method must be 'common', 'floor' or 'ceil'");
     return Value(r / scale);
   }
+  if (name == "batch") {  // lists of `linecount` items, the last padded with fill_with if given
+    const Value& size_v = arg(args, 0, "linecount");
+    if (!size_v.is_int() || size_v.as_int() <= 0) throw RenderError("filter 'batch' needs a positive size");
+    const auto size = static_cast<size_t>(size_v.as_int());
+    const Value& fill = arg(args, 1, "fill_with");
+    Array batches;
+    Array current;
+    for (const Value& item : iterate(v)) {
+      current.push_back(item);
+      if (current.size() == size) batches.push_back(Value::array(std::exchange(current, {})));
+    }
+    if (!current.empty()) {
+      if (!fill.is_undefined()) current.resize(size, fill);
+      batches.push_back(Value::array(std::move(current)));
+    }
+    return Value::array(std::move(batches));
+  }
   if (name == "attr") return get_attribute(v, require_string(arg(args, 0, "name"), "attr"));
   // Filters on strings; undefined prints as "".
   const std::string text = v.to_output();
   if (name == "trim") return Value(python_strip(text, arg(args, 0, "chars"), true, true));
-  if (name == "upper") return Value(ascii_upper(text));
-  if (name == "lower") return Value(ascii_lower(text));
+  if (name == "upper") return Value(python_upper(text));
+  if (name == "lower") return Value(python_lower(text));
   if (name == "capitalize") return Value(python_capitalize(text));
   if (name == "title") return Value(python_title(text));
   if (name == "replace") {
@@ -340,8 +415,45 @@ Value apply_filter(std::string_view name, const Value& v, const CallArgs& args) 
   }
   if (name == "indent") return Value(indent_lines(text, args));
   if (name == "escape" || name == "e") return Value(html_escape(text));
-  if (name == "wordcount") {
-    return Value(static_cast<int64_t>(bound_method(Value(text), "split").as_callable().fn(CallArgs{}).as_array().size()));
+  if (name == "wordcount") {  // Jinja counts \w+ runs
+    int64_t count = 0;
+    bool in_word = false;
+    for (size_t i = 0; i < text.size();) {
+      size_t n = 0;
+      const bool word = is_word_code_point(decode_utf8(text, i, &n));
+      if (word && !in_word) ++count;
+      in_word = word;
+      i += n;
+    }
+    return Value(count);
+  }
+  if (name == "format") return Value(percent_format(text, args));
+  if (name == "truncate") {  // Jinja: length=255, killwords=False, end='...', leeway=5
+    const Value& length_v = arg(args, 0, "length");
+    const Value& end_v = arg(args, 2, "end");
+    const Value& leeway_v = arg(args, 3, "leeway");
+    const int64_t length = length_v.is_int() ? length_v.as_int() : 255;
+    const std::string end = end_v.is_string() ? end_v.as_string() : "...";
+    const int64_t leeway = leeway_v.is_int() ? leeway_v.as_int() : 5;
+    const auto offsets = utf8_offsets(text);
+    const auto num_chars = static_cast<int64_t>(offsets.size() - 1);
+    if (num_chars <= length + leeway) return Value(text);
+    const int64_t keep = std::clamp<int64_t>(length - static_cast<int64_t>(utf8_length(end)), 0, num_chars);
+    std::string kept = text.substr(0, offsets[static_cast<size_t>(keep)]);
+    if (!arg_bool(args, 1, "killwords", false)) {
+      const size_t space = kept.rfind(' ');
+      if (space != std::string::npos) kept.erase(space);
+    }
+    return Value(kept + end);
+  }
+  if (name == "center") {  // Python str.center
+    const Value& width_v = arg(args, 0, "width");
+    const auto width = static_cast<size_t>(std::clamp<int64_t>(width_v.is_int() ? width_v.as_int() : 80, 0, 4096));
+    const size_t num_chars = utf8_length(text);
+    if (width <= num_chars) return Value(text);
+    const size_t total = width - num_chars;
+    const size_t left = total / 2 + (total & width & 1);
+    return Value(std::string(left, ' ') + text + std::string(total - left, ' '));
   }
   throw RenderError(fmt::format("unknown filter '{}'", name));
 }
@@ -361,8 +473,8 @@ bool apply_test(std::string_view name, const Value& v, const CallArgs& args) {
   if (name == "iterable") return v.is_string() || v.is_array() || v.is_object() || v.is_undefined();
   if (name == "sequence") return v.is_string() || v.is_array() || v.is_object();
   if (name == "callable") return v.is_callable();
-  if (name == "lower") return v.is_string() && v.as_string() == ascii_lower(v.as_string());
-  if (name == "upper") return v.is_string() && v.as_string() == ascii_upper(v.as_string());
+  if (name == "lower") return v.is_string() && v.as_string() == python_lower(v.as_string());
+  if (name == "upper") return v.is_string() && v.as_string() == python_upper(v.as_string());
   if (name == "even" || name == "odd") {
     if (!v.is_int()) throw RenderError(fmt::format("test '{}' expects an integer", name));
     return (v.as_int() % 2 == 0) == (name == "even");

@@ -9,18 +9,6 @@
 namespace vellum::jinja {
 namespace {
 
-// Decodes the code point at text[i] (invalid bytes decode as themselves); sets *length.
-uint32_t decode_utf8(std::string_view text, size_t i, size_t* length) {
-  const auto c = static_cast<unsigned char>(text[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-  if (i + n > text.size()) n = 1;
-  *length = n;
-  if (n == 1) return c;
-  uint32_t cp = c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-  return cp;
-}
-
 bool is_unicode_space(uint32_t cp) {  // Python str.isspace()
   return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
          cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
@@ -137,8 +125,8 @@ Value string_method(const Value& self, std::string_view name, const CallArgs& ar
     if (affix == nullptr) throw RenderError(fmt::format("{}() needs an argument", name));
     return Value(affix_match(s, *affix, name == "startswith"));
   }
-  if (name == "upper") return Value(ascii_upper(s));
-  if (name == "lower") return Value(ascii_lower(s));
+  if (name == "upper") return Value(python_upper(s));
+  if (name == "lower") return Value(python_lower(s));
   if (name == "title") return Value(python_title(s));
   if (name == "capitalize") return Value(python_capitalize(s));
   if (name == "replace") {
@@ -192,8 +180,8 @@ Value string_method(const Value& self, std::string_view name, const CallArgs& ar
   if (name == "isalpha") return all_of(::isalpha);
   if (name == "isalnum") return all_of(::isalnum);
   if (name == "isspace") return all_of(::isspace);
-  if (name == "islower") return Value(s != ascii_upper(s) && s == ascii_lower(s));
-  if (name == "isupper") return Value(s != ascii_lower(s) && s == ascii_upper(s));
+  if (name == "islower") return Value(s != python_upper(s) && s == python_lower(s));
+  if (name == "isupper") return Value(s != python_lower(s) && s == python_upper(s));
   return Value::undefined();
 }
 
@@ -302,36 +290,6 @@ std::string python_strip(std::string_view text, const Value& chars, bool left, b
     while (end > begin && at(end - 1)) --end;
   }
   return std::string(text.substr(offsets[begin], offsets[end] - offsets[begin]));
-}
-
-std::string ascii_upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string ascii_lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string python_title(std::string_view text) {
-  std::string out(text);
-  bool previous_cased = false;
-  for (char& c : out) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool cased = std::isalpha(u) != 0;
-    c = static_cast<char>(cased ? (previous_cased ? std::tolower(u) : std::toupper(u)) : u);
-    previous_cased = cased;
-  }
-  return out;
-}
-
-std::string python_capitalize(std::string_view text) {
-  std::string out = ascii_lower(text);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
 }
 
 std::string python_replace(std::string_view text, std::string_view from, std::string_view to,
