@@ -148,11 +148,11 @@ void BpeEncoder::emit_unknown(std::string_view word, const Symbol& symbol,
 }
 
 void BpeEncoder::encode_word(std::string_view word, std::vector<Symbol>& symbols,
-                             std::vector<int32_t>& out) const {
+                             std::string& encoded, std::vector<int32_t>& out) const {
   symbols.clear();
   if (vocab_.byte_level) {
     if (vocab_.ignore_merges) {
-      std::string encoded;
+      encoded.clear();
       for (const char c : word) encoded += byte_to_unicode()[static_cast<uint8_t>(c)];
       const int32_t id = index_.find(encoded);
       if (id != kNoToken) {
@@ -183,7 +183,7 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<Symbol>& symbols
       offset += length;
     }
   }
-  merge_symbols(symbols);
+  if (symbols.size() > 1) merge_symbols(symbols);
   for (int32_t i = 0; i != -1; i = symbols[i].next) {
     if (symbols[i].token_id != kNoToken) {
       out.push_back(symbols[i].token_id);
@@ -202,7 +202,10 @@ void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
     text = sanitized;
   }
   std::vector<Symbol> symbols;
-  for (const std::string_view word : splitter_->split(text)) encode_word(word, symbols, out);
+  std::string encoded;
+  for (const std::string_view word : splitter_->split(text)) {
+    encode_word(word, symbols, encoded, out);
+  }
 }
 
 }  // namespace vellum::tokenizer

@@ -53,7 +53,8 @@ class BpeEncoder {
   }
   // The slot of `key`, or nullptr.
   const MergeSlot* find_merge(uint64_t key) const;
-  void encode_word(std::string_view word, std::vector<Symbol>& symbols,
+  // `symbols` and `encoded` are scratch buffers reused across words.
+  void encode_word(std::string_view word, std::vector<Symbol>& symbols, std::string& encoded,
                    std::vector<int32_t>& out) const;
   void merge_symbols(std::vector<Symbol>& symbols) const;
   void emit_unknown(std::string_view word, const Symbol& symbol, std::vector<int32_t>& out) const;

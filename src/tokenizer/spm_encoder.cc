@@ -48,9 +48,43 @@ SpmEncoder::SpmEncoder(const Vocab& vocab, const TokenIndex& index)
                  hex);
     byte_ids_[b] = vocab.unk_id;
   }
+  split_at_spaces_ = true;
+  for (const std::string& token : vocab.tokens) {
+    // A U+2581 at byte offset > 0 right after a character that is not U+2581.
+    for (size_t pos = token.find(kSpmSpace, 1); pos != std::string::npos;
+         pos = token.find(kSpmSpace, pos + 1)) {
+      const bool after_space = pos >= kSpmSpace.size() &&
+                               token.compare(pos - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) == 0;
+      if (!after_space) {
+        split_at_spaces_ = false;
+        break;
+      }
+    }
+    if (!split_at_spaces_) break;
+  }
 }
 
 void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
+  if (!split_at_spaces_) {
+    encode_chunk(text, out);
+    return;
+  }
+  // Chunk boundaries: before each U+2581 whose preceding character is not U+2581.
+  size_t chunk_begin = 0;
+  size_t pos = text.find(kSpmSpace, 1);
+  while (pos != std::string_view::npos) {
+    const bool after_space =
+        pos >= kSpmSpace.size() && text.substr(pos - kSpmSpace.size(), kSpmSpace.size()) == kSpmSpace;
+    if (!after_space && pos > chunk_begin) {
+      encode_chunk(text.substr(chunk_begin, pos - chunk_begin), out);
+      chunk_begin = pos;
+    }
+    pos = text.find(kSpmSpace, pos + kSpmSpace.size());
+  }
+  encode_chunk(text.substr(chunk_begin), out);
+}
+
+void SpmEncoder::encode_chunk(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());

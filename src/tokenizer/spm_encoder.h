@@ -27,9 +27,18 @@ class SpmEncoder {
   void encode(std::string_view text, std::vector<int32_t>& out) const;
 
  private:
+  // Encodes one chunk: the whole merge procedure runs within it.
+  void encode_chunk(std::string_view text, std::vector<int32_t>& out) const;
+
   const Vocab& vocab_;
   const TokenIndex& index_;
   std::array<int32_t, 256> byte_ids_{};  // byte-fallback token per byte value
+  // No token contains U+2581 right after another character (true of SentencePiece vocabularies
+  // trained with whitespace splitting). Then no merge can cross the boundary before a U+2581
+  // that follows a non-U+2581 character, and each word can be encoded on its own: the same
+  // result as one pass over the whole text (merges in different words never interact), but
+  // with small queues instead of one the size of the text.
+  bool split_at_spaces_ = false;
 };
 
 }  // namespace vellum::tokenizer

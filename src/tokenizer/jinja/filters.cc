@@ -427,7 +427,13 @@ Value apply_filter(std::string_view name, const Value& v, const CallArgs& args) 
     }
     return Value(count);
   }
-  if (name == "format") return Value(percent_format(text, args));
+  if (name == "format") {
+    try {
+      return Value(percent_format(text, args));
+    } catch (const fmt::format_error& e) {
+      throw RenderError(fmt::format("format: invalid format specifier ({})", e.what()));
+    }
+  }
   if (name == "truncate") {  // Jinja: length=255, killwords=False, end='...', leeway=5
     const Value& length_v = arg(args, 0, "length");
     const Value& end_v = arg(args, 2, "end");
