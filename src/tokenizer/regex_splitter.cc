@@ -41,8 +41,13 @@ void split_one(const pcre2_code* code, pcre2_match_data* match, std::string_view
   size_t start = 0;   // where the next match search begins
   size_t emitted = 0;  // end of the last piece emitted
   while (start < piece.size()) {
-    const int rc = pcre2_match(code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK, match,
-                               nullptr);
+    int rc = pcre2_match(code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK, match, nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      // JIT code backtracks on a small machine stack; the interpreter keeps its state on the
+      // heap and handles what the JIT stack cannot.
+      rc = pcre2_match(code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                       match, nullptr);
+    }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     VELLUM_CHECK(rc >= 0, ErrorCode::kInternal, "PCRE2 match failed with error {}", rc);
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
