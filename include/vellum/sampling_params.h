@@ -67,8 +67,8 @@ struct SamplingModelLimits {
 
 struct SamplingParams {
   int64_t n = 1;  // number of outputs (V1 fans out n child requests); beam width with beam search
-  double presence_penalty = 0.0;   // [-2, 2]; logit -= p * [token occurs in the output]
-  double frequency_penalty = 0.0;  // [-2, 2]; logit -= f * (occurrences in the output)
+  double presence_penalty = 0.0;    // [-2, 2]; logit -= p * [token occurs in the output]
+  double frequency_penalty = 0.0;   // [-2, 2]; logit -= f * (occurrences in the output)
   double repetition_penalty = 1.0;  // > 0; tokens in prompt or output: l > 0 ? l / r : l * r
   double temperature = 1.0;         // >= 0; below kSamplingEps means greedy
   double top_p = 1.0;               // (0, 1]
@@ -80,10 +80,10 @@ struct SamplingParams {
   bool ignore_eos = false;
   std::optional<int64_t> max_tokens = 16;  // none: up to the model length
   int64_t min_tokens = 0;
-  std::optional<int64_t> logprobs;          // -1: the whole vocabulary
-  std::optional<int64_t> prompt_logprobs;   // -1: the whole vocabulary
+  std::optional<int64_t> logprobs;                        // -1: the whole vocabulary
+  std::optional<int64_t> prompt_logprobs;                 // -1: the whole vocabulary
   std::optional<std::vector<int32_t>> logprob_token_ids;  // score exactly these ids
-  bool detokenize = true;                   // engine-only
+  bool detokenize = true;                                 // engine-only
   bool skip_special_tokens = true;
   bool spaces_between_special_tokens = true;
   bool include_stop_str_in_output = false;

@@ -30,8 +30,8 @@ BadWordsTokenization build_bad_words_token_ids(const std::vector<std::string>& b
         }
         continue;
       }
-      if (!add_prefix_space || (ids[0] != result.token_ids.back()[0] &&
-                                ids.size() == result.token_ids.back().size())) {
+      if (!add_prefix_space ||
+          (ids[0] != result.token_ids.back()[0] && ids.size() == result.token_ids.back().size())) {
         result.token_ids.push_back(std::move(ids));
       }
     }

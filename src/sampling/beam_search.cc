@@ -10,8 +10,9 @@ namespace vellum::sampling {
 namespace {
 
 void stable_sort_by_score(std::vector<BeamCandidate>* candidates) {
-  std::stable_sort(candidates->begin(), candidates->end(),
-                   [](const BeamCandidate& a, const BeamCandidate& b) { return a.score > b.score; });
+  std::stable_sort(
+      candidates->begin(), candidates->end(),
+      [](const BeamCandidate& a, const BeamCandidate& b) { return a.score > b.score; });
 }
 
 }  // namespace
@@ -86,8 +87,7 @@ BeamSearchStep beam_search_step_from_logits(std::span<const BeamState> beams, co
 }
 
 std::vector<BeamCandidate> finalize_beams(std::vector<BeamCandidate> completed,
-                                          std::span<const BeamCandidate> live,
-                                          int64_t beam_width) {
+                                          std::span<const BeamCandidate> live, int64_t beam_width) {
   completed.insert(completed.end(), live.begin(), live.end());
   stable_sort_by_score(&completed);
   if (static_cast<int64_t>(completed.size()) > beam_width) completed.resize(beam_width);

@@ -39,7 +39,7 @@ struct BeamState {
 struct BeamCandidate {
   int64_t parent_beam = 0;  // index into the step's live beams
   int32_t token_id = 0;
-  float logprob = 0.0f;     // of token_id at this step
+  float logprob = 0.0f;      // of token_id at this step
   double cum_logprob = 0.0;  // parent's + logprob
   int64_t seq_len = 0;       // parent's + 1
   double score = 0.0;        // beam_search_score of the extended sequence
@@ -63,7 +63,6 @@ BeamSearchStep beam_search_step_from_logits(std::span<const BeamState> beams, co
 // The final answer: completed beams followed by the live ones, stably sorted by score, best
 // beam_width kept.
 std::vector<BeamCandidate> finalize_beams(std::vector<BeamCandidate> completed,
-                                          std::span<const BeamCandidate> live,
-                                          int64_t beam_width);
+                                          std::span<const BeamCandidate> live, int64_t beam_width);
 
 }  // namespace vellum::sampling

@@ -68,8 +68,7 @@ void apply_penalties(float* row, int64_t vocab_size, const PenaltyConfig& config
   for (int32_t id : ws->touched) {
     float logit = row[id];
     if (repetition) {
-      logit = logit > 0.0f ? logit / config.repetition_penalty
-                           : logit * config.repetition_penalty;
+      logit = logit > 0.0f ? logit / config.repetition_penalty : logit * config.repetition_penalty;
     }
     const int32_t count = ws->output_counts[id];
     logit -= config.frequency_penalty * static_cast<float>(count);

@@ -13,7 +13,8 @@ namespace vellum::sampling {
 
 // Every logit whose id is not in `allowed_token_ids` becomes -inf. `saved` is scratch.
 void apply_allowed_token_mask(float* row, int64_t vocab_size,
-                              std::span<const int32_t> allowed_token_ids, std::vector<float>* saved);
+                              std::span<const int32_t> allowed_token_ids,
+                              std::vector<float>* saved);
 
 // vLLM's apply_bad_words: for each tokenized bad word, its last token becomes -inf when the
 // output tokens end with the word's other tokens (a one-token word is always banned). Only the

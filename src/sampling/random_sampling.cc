@@ -24,7 +24,7 @@ constexpr int64_t kBlock = 1024;
 constexpr float kMinKeptWeight = std::numeric_limits<float>::min();
 // Candidate floors (weights relative to the max) tried from the top: the first that provably
 // contains the top-k / top-p cut bounds the candidates that are gathered and sorted.
-constexpr float kLevels[kNumStatLevels - 1] = {0x1p-1f, 0x1p-3f, 0x1p-5f, 0x1p-8f,
+constexpr float kLevels[kNumStatLevels - 1] = {0x1p-1f,  0x1p-3f,  0x1p-5f, 0x1p-8f,
                                                0x1p-11f, 0x1p-14f, 0x1p-18f};
 
 inline uint32_t bin_of(float weight) { return std::bit_cast<uint32_t>(weight) >> kBinShift; }
@@ -102,28 +102,23 @@ FilteredRow filter_row(float* row, int64_t vocab_size, const RandomSamplingConfi
       // With top-k the cut lies at or above the k-th value; top-p alone needs the mass.
       float floor = threshold;
       for (int j = 0; j < kNumStatLevels; ++j) {
-        const bool contains_cut = top_k ? counts[j] >= config.top_k
-                                        : masses[j] >= static_cast<double>(config.top_p) * total_mass;
+        const bool contains_cut = top_k
+                                      ? counts[j] >= config.top_k
+                                      : masses[j] >= static_cast<double>(config.top_p) * total_mass;
         if (contains_cut) {
           floor = levels[j];
           break;
         }
       }
-      // Branchless gather: the flat-distribution case keeps about half of the row, where a
-      // branch would mispredict constantly.
       if (static_cast<int64_t>(ws->candidates.size()) < vocab_size) {
         ws->candidates.resize(vocab_size);
       }
       float* candidates = ws->candidates.data();
-      size_t num_candidates = 0;
-      for (int64_t i = 0; i < vocab_size; ++i) {
-        candidates[num_candidates] = row[i];
-        num_candidates += row[i] >= floor ? 1 : 0;
-      }
+      size_t num_candidates = row_gather_at_least(row, vocab_size, floor, candidates);
       double kept_mass = total_mass;
       if (top_k) {
-        std::nth_element(candidates, candidates + (config.top_k - 1),
-                         candidates + num_candidates, std::greater<float>());
+        std::nth_element(candidates, candidates + (config.top_k - 1), candidates + num_candidates,
+                         std::greater<float>());
         threshold = std::max(threshold, candidates[config.top_k - 1]);
         // nth_element put every value >= the k-th in front; ties with it may sit anywhere after.
         num_candidates = std::remove_if(candidates, candidates + num_candidates,

@@ -82,6 +82,26 @@ int64_t row_count_at_least(const float* row, int64_t n, float value) {
 }
 
 VELLUM_SAMPLING_CLONES
+int64_t row_gather_at_least(const float* row, int64_t n, float floor, float* out) {
+  constexpr int64_t kBlock = 64;
+  int64_t num_out = 0;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t end = begin + kBlock < n ? begin + kBlock : n;
+    int any = 0;
+#pragma omp simd reduction(| : any)
+    for (int64_t i = begin; i < end; ++i) any |= row[i] >= floor ? 1 : 0;
+    if (any == 0) continue;
+    // Branchless: in a flat distribution about half the values pass, and a branch would
+    // mispredict constantly.
+    for (int64_t i = begin; i < end; ++i) {
+      out[num_out] = row[i];
+      num_out += row[i] >= floor ? 1 : 0;
+    }
+  }
+  return num_out;
+}
+
+VELLUM_SAMPLING_CLONES
 void row_level_stats(const float* row, int64_t n, const float* thresholds, double* masses,
                      int64_t* counts) {
   static_assert(kNumStatLevels == 8, "the loop below is unrolled for 8 levels");

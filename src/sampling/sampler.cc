@@ -83,11 +83,12 @@ void Sampler::sample(float* logits, int64_t num_rows, int64_t vocab_size,
     workspaces_.resize(std::max(used_threads, 1));
   }
   // A row cannot throw past this point: everything was checked above.
-#pragma omp parallel for num_threads(std::max(used_threads, 1)) schedule(dynamic, 1) \
-    if (used_threads > 1)
+#pragma omp parallel for num_threads(std::max(used_threads, 1)) \
+    schedule(dynamic, 1) if (used_threads > 1)
   for (int64_t r = 0; r < num_rows; ++r) {
     Workspace* ws = &workspaces_[omp_get_thread_num()];
-    out->sampled_token_ids[r] = sample_one(logits + r * vocab_size, vocab_size, rows[r], r, out, ws);
+    out->sampled_token_ids[r] =
+        sample_one(logits + r * vocab_size, vocab_size, rows[r], r, out, ws);
   }
 }
 
@@ -128,8 +129,8 @@ int32_t Sampler::sample_one(float* row, int64_t vocab_size, const SamplingRow& s
     config.min_p = static_cast<float>(p.min_p);
     config.top_k = p.top_k;
     config.top_p = static_cast<float>(p.top_p);
-    token_id = sample_row(row, vocab_size, config, sr.state->generator().next_uniform(),
-                          &ws->random);
+    token_id =
+        sample_row(row, vocab_size, config, sr.state->generator().next_uniform(), &ws->random);
   }
 
   if (want_logprobs) {

@@ -26,8 +26,8 @@ namespace vellum::sampling {
 // One row of the logits batch: the request it belongs to and what the processors need.
 // Nothing is owned; everything must outlive the sample() call.
 struct SamplingRow {
-  const SamplingParams* params = nullptr;  // normalized and validated
-  SamplingState* state = nullptr;          // advanced by one draw when the row samples randomly
+  const SamplingParams* params = nullptr;     // normalized and validated
+  SamplingState* state = nullptr;             // advanced by one draw when the row samples randomly
   std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
   std::span<const int32_t> output_token_ids;  // generated so far: penalties, bad words, min_tokens
   int32_t eos_token_id = -1;  // masked with the stop ids while min_tokens is not reached; -1: none

@@ -118,9 +118,9 @@ std::optional<SamplingParamError> SamplingParams::validate() const {
                  fmt::format("logprobs must be non-negative or -1, got {}.", *logprobs));
   }
   if (prompt_logprobs.has_value() && *prompt_logprobs != -1 && *prompt_logprobs < 0) {
-    return error("prompt_logprobs",
-                 fmt::format("prompt_logprobs must be non-negative or -1, got {}.",
-                             *prompt_logprobs));
+    return error(
+        "prompt_logprobs",
+        fmt::format("prompt_logprobs must be non-negative or -1, got {}.", *prompt_logprobs));
   }
   if (truncate_prompt_tokens.has_value() &&
       (*truncate_prompt_tokens == 0 || *truncate_prompt_tokens < -1)) {

@@ -54,6 +54,9 @@ inline constexpr int kNumStatLevels = 8;
 void row_level_stats(const float* row, int64_t n, const float* thresholds, double* masses,
                      int64_t* counts);
 
+// Copies the values >= floor to out (room for n) in order; returns how many.
+int64_t row_gather_at_least(const float* row, int64_t n, float floor, float* out);
+
 // Number of values >= value.
 int64_t row_count_at_least(const float* row, int64_t n, float value);
 

@@ -3,12 +3,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
 
@@ -63,7 +63,7 @@ inline std::vector<float> random_logits(int64_t vocab_size, uint64_t seed, float
 }
 
 struct RealLogits {
-  std::vector<float> logits;           // (vocab_size) at the last prompt position
+  std::vector<float> logits;  // (vocab_size) at the last prompt position
   std::vector<int32_t> prompt_token_ids;
   int32_t argmax = -1;
 };
@@ -86,9 +86,9 @@ inline RealLogits load_stories_logits() {
 
 }  // namespace vellum::sampling::testing
 
-#define VELLUM_REQUIRE_STORIES_LOGITS(var)                                                    \
-  const auto var = ::vellum::sampling::testing::load_stories_logits();                       \
-  if (var.logits.empty()) {                                                                  \
-    GTEST_SKIP() << "reference/logits.json not found: put the shared models at "             \
-                    "../shared/models or set VELLUM_TEST_MODELS";                            \
+#define VELLUM_REQUIRE_STORIES_LOGITS(var)                                       \
+  const auto var = ::vellum::sampling::testing::load_stories_logits();           \
+  if (var.logits.empty()) {                                                      \
+    GTEST_SKIP() << "reference/logits.json not found: put the shared models at " \
+                    "../shared/models or set VELLUM_TEST_MODELS";                \
   }

@@ -33,8 +33,8 @@ TEST(BeamSearch, ScoreIsLengthPenalizedAndIgnoresTrailingEos) {
 TEST(BeamSearch, StepKeepsBestWidthByScoreAndCompletesEos) {
   const std::vector<BeamState> beams = {{-1.0, 5}, {-2.0, 5}};
   // Beam 0 proposes 7 (sampled, listed again in its top-k), 8 and EOS (2); beam 1 proposes 9, 7.
-  const auto lists = make_lists({{{7, -0.1f}, {7, -0.1f}, {8, -0.5f}, {2, -0.2f}},
-                                 {{9, -0.05f}, {7, -3.0f}}});
+  const auto lists =
+      make_lists({{{7, -0.1f}, {7, -0.1f}, {8, -0.5f}, {2, -0.2f}}, {{9, -0.05f}, {7, -3.0f}}});
   const BeamSearchConfig config{.beam_width = 2, .length_penalty = 1.0, .eos_token_id = 2};
   const BeamSearchStep step = beam_search_step(beams, lists, config);
   ASSERT_EQ(step.completed.size(), 1u);

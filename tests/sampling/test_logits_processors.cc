@@ -64,9 +64,8 @@ TEST(Penalties, FollowVllmsFormulas) {
   const std::vector<float> original = {2.0f, -1.0f, 3.0f, -2.0f, 0.5f, 4.0f, 0.0f};
   const std::vector<int32_t> prompt = {0, 1, 1};
   const std::vector<int32_t> output = {2, 2, 3, 2};
-  const PenaltyConfig config{.presence_penalty = 0.5f,
-                             .frequency_penalty = 0.25f,
-                             .repetition_penalty = 2.0f};
+  const PenaltyConfig config{
+      .presence_penalty = 0.5f, .frequency_penalty = 0.25f, .repetition_penalty = 2.0f};
   std::vector<float> row = original;
   PenaltyWorkspace ws;
   apply_penalties(row.data(), 7, config, prompt, output, &ws);

@@ -34,9 +34,11 @@ struct Reference {
 Reference reference_filter(const std::vector<float>& logits, const RandomSamplingConfig& config) {
   const int64_t n = static_cast<int64_t>(logits.size());
   double m = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(logits[i] / config.temperature));
+  for (int64_t i = 0; i < n; ++i)
+    m = std::max(m, static_cast<double>(logits[i] / config.temperature));
   std::vector<double> w(n);
-  for (int64_t i = 0; i < n; ++i) w[i] = std::exp(static_cast<double>(logits[i] / config.temperature) - m);
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = std::exp(static_cast<double>(logits[i] / config.temperature) - m);
   Reference ref;
   ref.kept.assign(n, false);
   // fast_exp flushes weights below exp(-87) to 0, and 0-weight tokens are never kept.
@@ -127,8 +129,8 @@ TEST(RandomSampling, TopKOneEqualsGreedy) {
     auto logits = random_logits(3000, seed);
     const int64_t greedy = row_argmax(logits.data(), logits.size());
     RandomSamplingWorkspace ws;
-    const int32_t token = sample_row(logits.data(), logits.size(), {.top_k = 1},
-                                     generator.next_uniform(), &ws);
+    const int32_t token =
+        sample_row(logits.data(), logits.size(), {.top_k = 1}, generator.next_uniform(), &ws);
     EXPECT_EQ(token, greedy) << "seed " << seed;
   }
 }
@@ -139,8 +141,8 @@ TEST(RandomSampling, TopPNearZeroEqualsGreedy) {
     auto logits = random_logits(3000, seed, 1.0f);
     const int64_t greedy = row_argmax(logits.data(), logits.size());
     RandomSamplingWorkspace ws;
-    const int32_t token = sample_row(logits.data(), logits.size(), {.top_p = 1e-7f},
-                                     generator.next_uniform(), &ws);
+    const int32_t token =
+        sample_row(logits.data(), logits.size(), {.top_p = 1e-7f}, generator.next_uniform(), &ws);
     EXPECT_EQ(token, greedy) << "seed " << seed;
   }
 }
@@ -170,7 +172,8 @@ TEST(RandomSampling, TopPKeepsTokensWhoseHigherRankedMassIsBelowP) {
   // probs 0.5, 0.25, 0.125, 0.125: p = 0.5 keeps only the first (mass above the second is 0.5,
   // not < 0.5); p = 0.6 keeps two; p = 0.8 keeps three, and the tie at 0.125 keeps four.
   const std::vector<float> logits = {std::log(4.0f), std::log(2.0f), 0.0f, 0.0f};
-  EXPECT_EQ(kept_by_filter(logits, {.top_p = 0.5f}), (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(kept_by_filter(logits, {.top_p = 0.5f}),
+            (std::vector<bool>{true, false, false, false}));
   EXPECT_EQ(kept_by_filter(logits, {.top_p = 0.6f}), (std::vector<bool>{true, true, false, false}));
   EXPECT_EQ(kept_by_filter(logits, {.top_p = 0.8f}), (std::vector<bool>{true, true, true, true}));
 }
@@ -199,9 +202,9 @@ TEST(RandomSampling, FilterMatchesReferenceOnRandomRows) {
     const Reference ref = reference_filter(logits, config);
     const auto kept = kept_by_filter(logits, config);
     if (kept != ref.kept) {
-      ASSERT_LT(ref.cut_gap, 1e-5) << "trial " << trial << " vocab " << vocab << " T "
-                                   << config.temperature << " min_p " << config.min_p
-                                   << " top_k " << config.top_k << " top_p " << config.top_p;
+      ASSERT_LT(ref.cut_gap, 1e-5)
+          << "trial " << trial << " vocab " << vocab << " T " << config.temperature << " min_p "
+          << config.min_p << " top_k " << config.top_k << " top_p " << config.top_p;
       ++num_close_calls;
     }
   }
@@ -225,8 +228,8 @@ TEST(RandomSampling, FilterMatchesReferenceOnFlatLargeRows) {
     const int64_t num_kept = std::count(ref.kept.begin(), ref.kept.end(), true);
     ASSERT_GT(num_kept, 4096) << "trial " << trial << ": not the binned path";
     if (kept != ref.kept) {
-      ASSERT_LT(ref.cut_gap, 1e-5) << "trial " << trial << " vocab " << vocab << " top_p "
-                                   << config.top_p;
+      ASSERT_LT(ref.cut_gap, 1e-5)
+          << "trial " << trial << " vocab " << vocab << " top_p " << config.top_p;
       ++num_close_calls;
     }
   }
@@ -248,8 +251,8 @@ TEST(RandomSampling, TemperatureScalingMatchesSoftmaxOfScaledLogits) {
     EXPECT_LT(chi_square(counts, probs, kNumDraws), chi_square_critical_0001(5))
         << "temperature " << temperature;
     // And it is not the T = 1 distribution.
-    EXPECT_GT(chi_square(counts, softmax(logits), kNumDraws), 100.0) << "temperature "
-                                                                     << temperature;
+    EXPECT_GT(chi_square(counts, softmax(logits), kNumDraws), 100.0)
+        << "temperature " << temperature;
   }
 }
 

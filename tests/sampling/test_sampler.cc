@@ -153,7 +153,8 @@ TEST(Sampler, PenaltiesChangeTheChoiceAsTheFormulasSay) {
     p.frequency_penalty = std::uniform_real_distribution<double>(-2, 2)(rng);
     p.repetition_penalty = std::uniform_real_distribution<double>(0.5, 3)(rng);
     std::vector<int32_t> output;
-    for (int i = 0; i < 6; ++i) output.push_back(rng() % 2 ? 432 : static_cast<int32_t>(rng() % 512));
+    for (int i = 0; i < 6; ++i)
+      output.push_back(rng() % 2 ? 432 : static_cast<int32_t>(rng() % 512));
     std::vector<float> expected = real.logits;
     std::set<int32_t> seen(real.prompt_token_ids.begin(), real.prompt_token_ids.end());
     seen.insert(output.begin(), output.end());
@@ -169,9 +170,8 @@ TEST(Sampler, PenaltiesChangeTheChoiceAsTheFormulasSay) {
     Sampler sampler({.num_threads = 1});
     SamplerOutput out;
     std::vector<float> row = real.logits;
-    SamplingRow sr{.params = &p,
-                   .prompt_token_ids = real.prompt_token_ids,
-                   .output_token_ids = output};
+    SamplingRow sr{
+        .params = &p, .prompt_token_ids = real.prompt_token_ids, .output_token_ids = output};
     sampler.sample(row.data(), 1, 512, std::span(&sr, 1), &out);
     EXPECT_EQ(out.sampled_token_ids[0], want) << "trial " << trial;
     num_changed += want != real.argmax;

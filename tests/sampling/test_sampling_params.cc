@@ -95,8 +95,11 @@ TEST(SamplingParams, ValidateRejectsEachInvalidValueWithVllmsMessage) {
        "prompt_logprobs must be non-negative or -1, got -5."},
       {"truncate_prompt_tokens", [](auto& p) { p.truncate_prompt_tokens = 0; },
        "truncate_prompt_tokens", "truncate_prompt_tokens must be an integer >= 1 or -1, got 0"},
-      {"stop empty", [](auto& p) { p.stop = {"a", ""}; }, "stop",
-       "stop cannot contain an empty string."},
+      {"stop empty",
+       [](auto& p) {
+         p.stop = {"a", ""};
+       },
+       "stop", "stop cannot contain an empty string."},
       {"stop without detokenize",
        [](auto& p) {
          p.stop = {"x"};
@@ -105,15 +108,22 @@ TEST(SamplingParams, ValidateRejectsEachInvalidValueWithVllmsMessage) {
        "stop",
        "stop strings are only supported when detokenize is True. Set detokenize=True to use "
        "stop."},
-      {"bad_words empty", [](auto& p) { p.bad_words = {"foo", ""}; }, "bad_words",
-       "bad_words cannot contain an empty string. Got bad_words=['foo', '']"},
+      {"bad_words empty",
+       [](auto& p) {
+         p.bad_words = {"foo", ""};
+       },
+       "bad_words", "bad_words cannot contain an empty string. Got bad_words=['foo', '']"},
       {"repetition_detection sizes",
-       [](auto& p) { p.repetition_detection = RepetitionDetectionParams{2, 3, 2}; },
+       [](auto& p) {
+         p.repetition_detection = RepetitionDetectionParams{2, 3, 2};
+       },
        "repetition_detection",
        "max_pattern_size, min_pattern_size must be >=0, with min_pattern_size <= "
        "max_pattern_size. Set both to 0 to disable repetitive pattern detection."},
       {"repetition_detection count",
-       [](auto& p) { p.repetition_detection = RepetitionDetectionParams{4, 1, 1}; },
+       [](auto& p) {
+         p.repetition_detection = RepetitionDetectionParams{4, 1, 1};
+       },
        "repetition_detection",
        "min_count must be >= 2 to detect repetitive patterns in engine output. If you do not "
        "wish to detect repetitive patterns, set max_pattern_size to 0."},
@@ -181,7 +191,10 @@ TEST(SamplingParams, ValidateForModelChecksVocabularyAndMaxLogprobs) {
       {"logprob_token_ids too many",
        [](auto& p) { p.logprob_token_ids = std::vector<int32_t>(129, 1); }, "logprob_token_ids",
        "Requested logprob_token_ids of length 129, which is greater than max allowed: 128"},
-      {"logprob_token_ids oov", [](auto& p) { p.logprob_token_ids = std::vector<int32_t>{5, 600}; },
+      {"logprob_token_ids oov",
+       [](auto& p) {
+         p.logprob_token_ids = std::vector<int32_t>{5, 600};
+       },
        "logprob_token_ids",
        "token_id(s) [600] in logprob_token_ids contain out-of-vocab token ids. Vocabulary "
        "size: 512"},
@@ -193,18 +206,32 @@ TEST(SamplingParams, ValidateForModelChecksVocabularyAndMaxLogprobs) {
        "logprob_token_ids",
        "When both logprobs and logprob_token_ids are set, logprobs must equal "
        "len(logprob_token_ids). Got logprobs=3, len(logprob_token_ids)=2."},
-      {"logit_bias oov", [](auto& p) { p.logit_bias = {{-1, 1.0f}, {3, 1.0f}, {512, 2.0f}}; },
+      {"logit_bias oov",
+       [](auto& p) {
+         p.logit_bias = {{-1, 1.0f}, {3, 1.0f}, {512, 2.0f}};
+       },
        "logit_bias",
        "token_id(s) [-1, 512] in logit_bias contain out-of-vocab token ids. Vocabulary size: "
        "512"},
-      {"stop_token_ids oov", [](auto& p) { p.stop_token_ids = {2, 1000}; }, "stop_token_ids",
+      {"stop_token_ids oov",
+       [](auto& p) {
+         p.stop_token_ids = {2, 1000};
+       },
+       "stop_token_ids",
        "token_id(s) [1000] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: "
        "512"},
       {"allowed empty", [](auto& p) { p.allowed_token_ids = std::vector<int32_t>{}; },
        "allowed_token_ids", "allowed_token_ids is not None and empty!"},
-      {"allowed oov", [](auto& p) { p.allowed_token_ids = std::vector<int32_t>{1, 512}; },
+      {"allowed oov",
+       [](auto& p) {
+         p.allowed_token_ids = std::vector<int32_t>{1, 512};
+       },
        "allowed_token_ids", "allowed_token_ids contains out-of-vocab token id!"},
-      {"bad words ids oov", [](auto& p) { p.bad_words_token_ids = {{3, 700}}; }, "bad_words",
+      {"bad words ids oov",
+       [](auto& p) {
+         p.bad_words_token_ids = {{3, 700}};
+       },
+       "bad_words",
        "The model vocabulary size is 512, but the following tokens were specified as bad: "
        "[700]. All token id values should be integers satisfying: 0 <= token_id <= 511."},
   };
