@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -103,6 +104,80 @@ TEST(HfJson, Llama3TokenizerJsonReproducesLlamaCppVectors) {
   }
   EXPECT_EQ(tokenizer->encode("Hello<|eot_id|>", {.add_special = true, .parse_special = true}),
             (Ids{128000, 9906, 128009}));
+}
+
+// Llama 2's vocabulary as Hugging Face ships it: the SentencePiece model rewritten as BPE with
+// merges, built here the way transformers' SentencePieceExtractor builds them (every split of a
+// piece into two pieces, ordered by the merged piece's score; ties keep vocabulary order).
+std::filesystem::path write_llama2_hf_dir(const Tokenizer& gguf_tokenizer) {
+  const Vocab& vocab = gguf_tokenizer.vocab();
+  struct Merge {
+    float score;
+    std::string left;
+    std::string right;
+  };
+  std::vector<Merge> merges;
+  json model_vocab = json::object();
+  for (int32_t id = 0; id < vocab.num_tokens(); ++id) {
+    const std::string& piece = vocab.tokens[id];
+    model_vocab[piece] = id;
+    std::vector<std::pair<int32_t, int32_t>> local;
+    for (size_t split = 1; split < piece.size(); ++split) {
+      if ((static_cast<uint8_t>(piece[split]) & 0xC0) == 0x80) continue;  // inside a character
+      const auto left = gguf_tokenizer.token_id(piece.substr(0, split));
+      const auto right = gguf_tokenizer.token_id(piece.substr(split));
+      if (left && right) local.emplace_back(*left, *right);
+    }
+    std::sort(local.begin(), local.end());
+    for (const auto& [left, right] : local) {
+      merges.push_back({vocab.scores[id], vocab.tokens[left], vocab.tokens[right]});
+    }
+  }
+  std::stable_sort(merges.begin(), merges.end(),
+                   [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  json merge_list = json::array();
+  for (const auto& merge : merges) merge_list.push_back(json::array({merge.left, merge.right}));
+
+  json added = json::array();
+  for (const auto& [id, content] : {std::pair{0, "<unk>"}, {1, "<s>"}, {2, "</s>"}}) {
+    added.push_back({{"id", id}, {"content", content}, {"special", true}});
+  }
+  json replace = {{"type", "Replace"}, {"content", "\xE2\x96\x81"}};
+  replace["pattern"] = {{"String", " "}};
+  json normalizer = {{"type", "Sequence"}};
+  normalizer["normalizers"] =
+      json::array({json{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}}, replace});
+  json model = {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true},
+                {"fuse_unk", true}};
+  model["vocab"] = model_vocab;
+  model["merges"] = merge_list;
+  json root;
+  root["added_tokens"] = added;
+  root["normalizer"] = normalizer;
+  root["pre_tokenizer"] = nullptr;
+  root["model"] = model;
+  const auto dir = vellum::testing::temp_dir() / "llama2-hf";
+  std::filesystem::create_directories(dir);
+  write_json(dir / "tokenizer.json", root);
+  write_json(dir / "tokenizer_config.json",
+             {{"add_bos_token", true}, {"add_eos_token", false}, {"bos_token", "<s>"},
+              {"eos_token", "</s>"}, {"unk_token", "<unk>"}});
+  return dir;
+}
+
+TEST(HfJson, Llama2MetaspaceBpeReproducesLlamaCppVectors) {
+  VELLUM_REQUIRE_MODEL_FILE(path, "vocab/ggml-vocab-llama-spm.gguf");
+  const auto gguf_tokenizer = testing::load_gguf_tokenizer(path);
+  const auto tokenizer = Tokenizer::from_hf_json(write_llama2_hf_dir(*gguf_tokenizer));
+  EXPECT_TRUE(tokenizer->add_bos());
+  EXPECT_EQ(tokenizer->bos_id(), 1);
+  EXPECT_EQ(tokenizer->eos_id(), 2);
+  for (const auto& test_case : testing::read_vocab_test_cases(path)) {
+    const auto ids = tokenizer->encode(test_case.input, {.add_special = false});
+    EXPECT_EQ(ids, test_case.expected) << "input: '" << test_case.input << "'";
+    EXPECT_EQ(tokenizer->decode(ids), test_case.input);
+  }
+  EXPECT_EQ(tokenizer->encode("Hello world"), gguf_tokenizer->encode("Hello world"));
 }
 
 // <unk> <s> </s>, the 256 byte tokens (3..258), then a few pieces.

@@ -90,6 +90,24 @@ TEST(JinjaExpressionTest, StringFilters) {
             "5x <a> &lt;a&amp;&gt; 3");
 }
 
+TEST(JinjaExpressionTest, FormattingFilters) {
+  EXPECT_EQ(render("{{ '%s-%5d|%.2f|%r|%%' | format('a', 3, 2.345, 'q') }} {{ '%03d' | format(7) }} {{ '|%-4s|' | format('ab') }}"),
+            "a-    3|2.35|'q'|% 007 |ab  |");
+  EXPECT_EQ(render("{{ 'Hello World' | truncate(5) }} {{ 'Hello World, again' | truncate(9, true) }} {{ 'Hello World, again' | truncate(12) }} {{ 'short' | truncate(3) }}"),
+            "He... Hello ... Hello... short");
+  EXPECT_EQ(render("[{{ 'hello' | center(10) }}][{{ 'ab' | center(5) }}] {{ [1, 2, 3] | batch(2) | list }} {{ [1, 2, 3] | batch(2, 0) | list }}"),
+            "[  hello   ][  ab ] [[1, 2], [3]] [[1, 2], [3, 0]]");
+  EXPECT_EQ(render("{{ 'Hi <b>there</b>, x_y 42' | wordcount }}"), "6");
+  EXPECT_THROW(render("{{ '%d' | format('x') }}"), Error);
+  EXPECT_THROW(render("{{ '%5.3.2f' | format(1) }}"), Error);
+}
+
+TEST(JinjaExpressionTest, UnicodeCaseMapping) {
+  EXPECT_EQ(render("{{ 'Ünïcödé ΑΒΓ αβγ Привет 日本' | upper }}"), "ÜNÏCÖDÉ ΑΒΓ ΑΒΓ ПРИВЕТ 日本");
+  EXPECT_EQ(render("{{ 'ÜNÏ ĀĒ ΑΣΑ ПРИВЕТ' | lower }} {{ 'élan vital' | title }} {{ 'éCOLE' | capitalize }}"),
+            "ünï āē ασα привет Élan Vital École");
+}
+
 TEST(JinjaExpressionTest, SequenceFilters) {
   json context = {{"xs", {3, 1, 2}}, {"s", "héllo"}};
   EXPECT_EQ(render("{{ xs | length }} {{ xs | count }} {{ s | length }} {{ {'a': 1} | length }} {{ missing | length }}", context),
