@@ -73,8 +73,8 @@ namespace {
 void dequantize_row(float* out, const void* row, WeightType type, int64_t dim) {
   switch (type) {
     case WeightType::kF32:
-    case WeightType::kQ8_0:
-      break;
+      ref::dequantize_row(out, row, type, dim);  // a memcpy
+      return;
     case WeightType::kF16: {
       const auto* h = static_cast<const uint16_t*>(row);
       for (int64_t i = 0; i < dim; i += 16) {
@@ -91,20 +91,19 @@ void dequantize_row(float* out, const void* row, WeightType type, int64_t dim) {
       }
       return;
     }
-  }
-  if (type == WeightType::kQ8_0) {
-    const auto* blocks = static_cast<const BlockQ8_0*>(row);
-    for (int64_t b = 0; b < dim / kQ8_0BlockSize; ++b) {
-      const __m512 d = _mm512_set1_ps(fp16_to_float(blocks[b].d));
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs + 16));
-      _mm512_storeu_ps(out + b * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo))));
-      _mm512_storeu_ps(out + b * 32 + 16,
-                       _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi))));
+    case WeightType::kQ8_0: {
+      const auto* blocks = static_cast<const BlockQ8_0*>(row);
+      for (int64_t b = 0; b < dim / kQ8_0BlockSize; ++b) {
+        const __m512 d = _mm512_set1_ps(fp16_to_float(blocks[b].d));
+        for (int half = 0; half < 2; ++half) {
+          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs + half * 16));
+          _mm512_storeu_ps(out + b * 32 + half * 16,
+                           _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))));
+        }
+      }
+      return;
     }
-    return;
   }
-  ref::dequantize_row(out, row, type, dim);  // f32: a copy
 }
 
 void store_row(void* dst, const float* src, int64_t n, KvType type) {
