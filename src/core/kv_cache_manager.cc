@@ -119,6 +119,18 @@ std::optional<std::vector<BlockId>> KVCacheManager::allocate_slots(Request& requ
                ErrorCode::kInvalidArgument,
                "request {}: hit blocks passed although prefix caching is disabled", request_id);
 
+  // Catch scheduler bookkeeping slips early: a request without blocks has computed nothing, and a
+  // running request's table covers everything it has computed.
+  VELLUM_CHECK(table != nullptr || request.num_computed_tokens == 0, ErrorCode::kInvalidArgument,
+               "request {} holds no blocks but has num_computed_tokens {}; reset it to 0 when the "
+               "request is preempted (recompute)", request_id, request.num_computed_tokens);
+  VELLUM_CHECK(table == nullptr ||
+                   static_cast<int64_t>(table->block_ids.size()) * config_.block_size >=
+                       std::min(request.num_computed_tokens, config_.max_model_len),
+               ErrorCode::kInvalidArgument,
+               "request {} has num_computed_tokens {} but its {} blocks hold only {} tokens",
+               request_id, request.num_computed_tokens, table->block_ids.size(),
+               table->block_ids.size() * static_cast<size_t>(config_.block_size));
   const int num_local_computed_tokens = request.num_computed_tokens + args.num_new_computed_tokens;
   const int total_computed_tokens = std::min(num_local_computed_tokens, config_.max_model_len);
 

@@ -100,7 +100,8 @@ class KVCacheManager {
   // first (copy-on-write): the table changes in place and take_copy_on_writes() returns the pair.
   // On the first successful allocation sets request.num_cached_tokens (if still -1).
   // Throws kInvalidArgument when num_new_tokens <= 0, when hit blocks are passed for a running
-  // request, or when the request is swapped out.
+  // request, when the request is swapped out, or when request.num_computed_tokens disagrees with
+  // the blocks held (non-zero without blocks; beyond what the table covers).
   [[nodiscard]] std::optional<std::vector<BlockId>> allocate_slots(Request& request,
                                                                    const AllocateSlotsArgs& args);
 

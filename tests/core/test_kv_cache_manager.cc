@@ -467,6 +467,13 @@ TEST(KvCacheErrors, BadAllocateArgumentsThrow) {
   // A request without hashes cannot be looked up while caching is on.
   Request unhashed = make_request("u", iota_tokens(6), 0);
   EXPECT_THROW((void)kv.get_computed_blocks(unhashed), Error);
+  // num_computed_tokens that disagrees with the blocks held.
+  Request stale = make_request("stale", iota_tokens(6), 4);
+  stale.num_computed_tokens = 4;  // e.g. not reset after a recompute preemption
+  EXPECT_THROW((void)alloc(kv, stale, 2), Error);
+  r.num_computed_tokens = 9;  // r holds 1 block (4 tokens)
+  EXPECT_THROW((void)alloc(kv, r, 1), Error);
+  r.num_computed_tokens = 4;
   // A request hashed with another seed would silently never hit: rejected.
   Request other_seed("s", iota_tokens(6), RequestParams{}, BlockHasher(4, "other"));
   EXPECT_THROW((void)kv.get_computed_blocks(other_seed), Error);
