@@ -31,9 +31,11 @@ void apply_bad_words(float* row, std::span<const std::vector<int32_t>> bad_words
 }
 
 void apply_min_tokens(float* row, int64_t num_output_tokens, int64_t min_tokens,
-                      std::span<const int32_t> stop_token_ids, int32_t eos_token_id) {
+                      std::span<const int32_t> stop_token_ids,
+                      std::span<const int32_t> extra_stop_token_ids, int32_t eos_token_id) {
   if (num_output_tokens >= min_tokens) return;
   for (int32_t id : stop_token_ids) row[id] = kNegInf;
+  for (int32_t id : extra_stop_token_ids) row[id] = kNegInf;
   if (eos_token_id >= 0) row[eos_token_id] = kNegInf;
 }
 

@@ -22,10 +22,12 @@ void apply_allowed_token_mask(float* row, int64_t vocab_size,
 void apply_bad_words(float* row, std::span<const std::vector<int32_t>> bad_words_token_ids,
                      std::span<const int32_t> output_token_ids);
 
-// While fewer than `min_tokens` tokens have been generated, stop_token_ids and the EOS id
-// (eos_token_id < 0: none) become -inf. vLLM masks EOS here even with ignore_eos.
+// While fewer than `min_tokens` tokens have been generated, stop_token_ids, extra_stop_token_ids
+// (e.g. the generation config's other EOS ids) and the EOS id (eos_token_id < 0: none) become
+// -inf: vLLM's all_stop_token_ids, which includes EOS even with ignore_eos.
 void apply_min_tokens(float* row, int64_t num_output_tokens, int64_t min_tokens,
-                      std::span<const int32_t> stop_token_ids, int32_t eos_token_id);
+                      std::span<const int32_t> stop_token_ids,
+                      std::span<const int32_t> extra_stop_token_ids, int32_t eos_token_id);
 
 void apply_logit_bias(float* row, const std::map<int32_t, float>& logit_bias);
 

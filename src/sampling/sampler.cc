@@ -52,6 +52,7 @@ void Sampler::check_row(const SamplingRow& row, int64_t vocab_size) const {
   }
   for (const auto& word : p.bad_words_token_ids) check_ids(word, vocab_size, "bad_words_token_ids");
   check_ids(p.stop_token_ids, vocab_size, "stop_token_ids");
+  check_ids(row.extra_stop_token_ids, vocab_size, "extra_stop_token_ids");
   for (const auto& [id, bias] : p.logit_bias) {
     VELLUM_CHECK(id >= 0 && id < vocab_size, ErrorCode::kInvalidArgument,
                  "sampler: logit_bias has token id {} outside the vocabulary of {}", id,
@@ -109,7 +110,7 @@ int32_t Sampler::sample_one(float* row, int64_t vocab_size, const SamplingRow& s
   }
   if (p.min_tokens > 0) {
     apply_min_tokens(row, static_cast<int64_t>(sr.output_token_ids.size()), p.min_tokens,
-                     p.stop_token_ids, sr.eos_token_id);
+                     p.stop_token_ids, sr.extra_stop_token_ids, sr.eos_token_id);
   }
   if (!p.logit_bias.empty()) apply_logit_bias(row, p.logit_bias);
   const PenaltyConfig penalties{static_cast<float>(p.presence_penalty),

@@ -30,7 +30,11 @@ struct SamplingRow {
   SamplingState* state = nullptr;             // advanced by one draw when the row samples randomly
   std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
   std::span<const int32_t> output_token_ids;  // generated so far: penalties, bad words, min_tokens
-  int32_t eos_token_id = -1;  // masked with the stop ids while min_tokens is not reached; -1: none
+  // Masked with params->stop_token_ids while min_tokens is not reached (vLLM's
+  // all_stop_token_ids): the EOS id (-1: none; pass it even with ignore_eos, as vLLM does) and
+  // any other end-of-generation ids the engine stops on.
+  int32_t eos_token_id = -1;
+  std::span<const int32_t> extra_stop_token_ids;
 };
 
 struct SamplerOutput {

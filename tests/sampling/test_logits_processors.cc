@@ -43,14 +43,15 @@ TEST(BadWords, BansLastTokenOnlyWhenThePrefixMatchesTheOutput) {
   EXPECT_EQ(row3[2], kNegInf);
 }
 
-TEST(MinTokens, MasksStopIdsAndEosUntilReached) {
-  const std::vector<int32_t> stop_ids = {3, 4};
+TEST(MinTokens, MasksStopIdsExtraStopIdsAndEosUntilReached) {
+  const std::vector<int32_t> stop_ids = {3};
+  const std::vector<int32_t> extra_ids = {1};
   std::vector<float> row(6, 1.0f);
-  apply_min_tokens(row.data(), /*num_output_tokens=*/2, /*min_tokens=*/3, stop_ids,
+  apply_min_tokens(row.data(), /*num_output_tokens=*/2, /*min_tokens=*/3, stop_ids, extra_ids,
                    /*eos_token_id=*/5);
-  EXPECT_EQ(row, (std::vector<float>{1, 1, 1, kNegInf, kNegInf, kNegInf}));
+  EXPECT_EQ(row, (std::vector<float>{1, kNegInf, 1, kNegInf, 1, kNegInf}));
   std::vector<float> row2(6, 1.0f);
-  apply_min_tokens(row2.data(), 3, 3, stop_ids, 5);
+  apply_min_tokens(row2.data(), 3, 3, stop_ids, extra_ids, 5);
   EXPECT_EQ(row2, std::vector<float>(6, 1.0f));
 }
 
