@@ -97,9 +97,20 @@ int32_t Sampler::sample_one(float* row, int64_t vocab_size, const SamplingRow& s
                             SamplerOutput* out, Workspace* ws) {
   const SamplingParams& p = *sr.params;
   const bool want_logprobs = out->logprobs.row_size(r) > 0;
-  if (want_logprobs) {
+  const PenaltyConfig penalties{static_cast<float>(p.presence_penalty),
+                                static_cast<float>(p.frequency_penalty),
+                                static_cast<float>(p.repetition_penalty)};
+  // Logprobs are of the raw logits: keep a copy unless nothing below changes the row (a greedy
+  // row without processors only reads it).
+  const bool min_tokens_active = static_cast<int64_t>(sr.output_token_ids.size()) < p.min_tokens;
+  const bool modifies_row = !p.is_greedy() || p.allowed_token_ids.has_value() ||
+                            !p.bad_words_token_ids.empty() || min_tokens_active ||
+                            !p.logit_bias.empty() || penalties.active();
+  const float* raw_row = row;
+  if (want_logprobs && modifies_row) {
     ws->raw_row.resize(vocab_size);
     std::memcpy(ws->raw_row.data(), row, vocab_size * sizeof(float));
+    raw_row = ws->raw_row.data();
   }
 
   if (p.allowed_token_ids.has_value()) {
@@ -108,14 +119,11 @@ int32_t Sampler::sample_one(float* row, int64_t vocab_size, const SamplingRow& s
   if (!p.bad_words_token_ids.empty()) {
     apply_bad_words(row, p.bad_words_token_ids, sr.output_token_ids);
   }
-  if (p.min_tokens > 0) {
+  if (min_tokens_active) {
     apply_min_tokens(row, static_cast<int64_t>(sr.output_token_ids.size()), p.min_tokens,
                      p.stop_token_ids, sr.extra_stop_token_ids, sr.eos_token_id);
   }
   if (!p.logit_bias.empty()) apply_logit_bias(row, p.logit_bias);
-  const PenaltyConfig penalties{static_cast<float>(p.presence_penalty),
-                                static_cast<float>(p.frequency_penalty),
-                                static_cast<float>(p.repetition_penalty)};
   if (penalties.active()) {
     apply_penalties(row, vocab_size, penalties, sr.prompt_token_ids, sr.output_token_ids,
                     &ws->penalties);
@@ -137,8 +145,7 @@ int32_t Sampler::sample_one(float* row, int64_t vocab_size, const SamplingRow& s
   if (want_logprobs) {
     std::span<const int32_t> listed;
     if (p.logprob_token_ids.has_value()) listed = *p.logprob_token_ids;
-    fill_row_logprobs(ws->raw_row.data(), vocab_size, token_id, listed, r, &out->logprobs,
-                      &ws->logprobs);
+    fill_row_logprobs(raw_row, vocab_size, token_id, listed, r, &out->logprobs, &ws->logprobs);
   }
   return token_id;
 }
