@@ -1,2 +1,49 @@
+// vellum: the command-line program (generate, tokenize, inspect, make-model, bench).
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-int main() { std::puts("vellum: under construction"); return 1; }
+#include <exception>
+#include <map>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "vellum/status.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Vellum: LLM inference and serving on the CPU"};
+  app.require_subcommand(1);
+  std::string log_level = "warning";
+  app.add_option("--log-level", log_level, "debug, info, warning, error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
+
+  std::map<std::string, vellum::cli::CommandRunner> runners;
+  runners["generate"] = vellum::cli::add_generate_command(app);
+  runners["tokenize"] = vellum::cli::add_tokenize_command(app);
+  runners["inspect"] = vellum::cli::add_inspect_command(app);
+  runners["make-model"] = vellum::cli::add_make_model_command(app);
+  runners["bench"] = vellum::cli::add_bench_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  static const std::map<std::string, vellum::LogLevel> kLevels = {
+      {"debug", vellum::LogLevel::kDebug},
+      {"info", vellum::LogLevel::kInfo},
+      {"warning", vellum::LogLevel::kWarning},
+      {"error", vellum::LogLevel::kError}};
+  vellum::set_log_level(kLevels.at(log_level));
+
+  try {
+    for (const CLI::App* sub : app.get_subcommands()) return runners.at(sub->get_name())();
+  } catch (const vellum::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

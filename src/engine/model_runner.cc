@@ -43,7 +43,7 @@ void ModelRunner::swap_in(std::span<const BlockMove> moves) {
                               static_cast<int64_t>(moves.size()));
 }
 
-std::span<const float> ModelRunner::execute(std::span<const RunnerSequence> sequences) {
+std::span<float> ModelRunner::execute(std::span<const RunnerSequence> sequences) {
   batch_.clear();
   const auto block_size = static_cast<int32_t>(cache_.shape().block_size);
   for (const RunnerSequence& s : sequences) {

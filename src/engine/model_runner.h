@@ -43,7 +43,7 @@ class ModelRunner {
 
   // Runs the step. Returns logits (num_logits_total, vocab), rows in sequence order, valid until
   // the next call.
-  std::span<const float> execute(std::span<const RunnerSequence> sequences);
+  std::span<float> execute(std::span<const RunnerSequence> sequences);
 
   int64_t vocab_size() const { return model_.config().vocab_size; }
   const model::KvCacheShape& kv_shape() const { return cache_.shape(); }

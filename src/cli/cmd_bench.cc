@@ -1,0 +1,182 @@
+// `vellum bench latency` and `vellum bench throughput` (spec §7).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "common/check.h"
+#include "common/units.h"
+#include "engine/model_runner.h"
+#include "engine/model_setup.h"
+#include "kernels/bandwidth.h"
+#include "vellum/engine.h"
+
+namespace vellum::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<size_t>(rank);
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (values[hi] - values[lo]) * (rank - static_cast<double>(lo));
+}
+
+struct LatencyOptions {
+  std::string model;
+  int64_t input_len = 32;
+  int64_t output_len = 128;
+  int64_t batch_size = 1;
+  int num_iters_warmup = 1;
+  int num_iters = 3;
+  std::string output_json;
+  EngineConfig config;
+  EngineOptionStrings strings;
+};
+
+// Times the model itself (no scheduler, greedy argmax): one prefill step of batch_size prompts
+// of input_len random tokens, then output_len decode steps. Decode is memory-bound, so the
+// weight bytes read per second are compared with the machine's read bandwidth measured here.
+int run_latency(LatencyOptions& o) {
+  o.config.model.model = o.model;
+  finish_engine_options(o.config, o.strings);
+  const int threads = engine::configure_threads(o.config.parallel.num_threads);
+  engine::LoadedModel loaded = engine::load_model_file(o.config.model);
+  model::Model& model = *loaded.model;
+  const int64_t vocab = model.config().vocab_size;
+  const int64_t block_size = o.config.cache.block_size;
+  const int64_t seq_len = o.input_len + o.output_len;
+  VELLUM_CHECK(seq_len <= model.config().max_position_embeddings, ErrorCode::kInvalidArgument,
+               "--input-len + --output-len = {} exceeds the model's context length {}", seq_len,
+               model.config().max_position_embeddings);
+  const int64_t blocks_per_seq = (seq_len + block_size - 1) / block_size;
+  const model::KvCacheShape shape =
+      model.kv_cache_shape(block_size, engine::parse_kv_cache_dtype(o.config.cache.cache_dtype));
+  engine::ModelRunner runner(model, shape, 1 + blocks_per_seq * o.batch_size, 0);
+
+  std::mt19937 rng(0);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(o.batch_size));
+  for (int64_t s = 0; s < o.batch_size; ++s) {
+    for (int64_t b = 0; b < blocks_per_seq; ++b) {
+      tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(1 + s * blocks_per_seq + b));
+    }
+  }
+
+  std::printf("model: %s\nthreads: %d, KV cache %s, block size %lld\n", model.describe().c_str(),
+              threads, engine::kv_type_name(shape.type), static_cast<long long>(block_size));
+  const double bandwidth_gbps = kernels::measure_read_bandwidth_gbps(size_t{1} << 30, threads);
+
+  std::vector<double> latencies, prefill_times, decode_times;
+  for (int iter = 0; iter < o.num_iters_warmup + o.num_iters; ++iter) {
+    std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(o.batch_size));
+    for (auto& seq : seqs) {
+      for (int64_t i = 0; i < o.input_len; ++i) seq.push_back(token(rng));
+    }
+    std::vector<engine::RunnerSequence> batch(static_cast<size_t>(o.batch_size));
+    const auto start = Clock::now();
+    for (int64_t s = 0; s < o.batch_size; ++s) {
+      batch[static_cast<size_t>(s)] = {seqs[static_cast<size_t>(s)], 0,
+                                       tables[static_cast<size_t>(s)], 1};
+    }
+    auto logits = runner.execute(batch);
+    auto argmax = [&](int64_t row) {
+      const float* r = logits.data() + row * vocab;
+      return static_cast<int32_t>(std::max_element(r, r + vocab) - r);
+    };
+    for (int64_t s = 0; s < o.batch_size; ++s) seqs[static_cast<size_t>(s)].push_back(argmax(s));
+    const double prefill = seconds_since(start);
+    const auto decode_start = Clock::now();
+    for (int64_t step = 1; step < o.output_len; ++step) {
+      for (int64_t s = 0; s < o.batch_size; ++s) {
+        auto& seq = seqs[static_cast<size_t>(s)];
+        batch[static_cast<size_t>(s)] = {std::span<const int32_t>(seq).last(1),
+                                         static_cast<int32_t>(seq.size() - 1),
+                                         tables[static_cast<size_t>(s)], 1};
+      }
+      logits = runner.execute(batch);
+      for (int64_t s = 0; s < o.batch_size; ++s) seqs[static_cast<size_t>(s)].push_back(argmax(s));
+    }
+    const double decode = seconds_since(decode_start);
+    if (iter >= o.num_iters_warmup) {
+      latencies.push_back(prefill + decode);
+      prefill_times.push_back(prefill);
+      decode_times.push_back(decode);
+    }
+  }
+  const double prefill = percentile(prefill_times, 50);
+  const double decode = percentile(decode_times, 50);
+  const double decode_steps = static_cast<double>(o.output_len - 1);
+  const double prefill_tps = static_cast<double>(o.input_len * o.batch_size) / prefill;
+  const double decode_tps = decode_steps * static_cast<double>(o.batch_size) / decode;
+  const double weight_gbps = static_cast<double>(model.weight_bytes()) * decode_steps / decode / 1e9;
+  std::printf("Avg latency: %.4f seconds\n",
+              std::accumulate(latencies.begin(), latencies.end(), 0.0) /
+                  static_cast<double>(latencies.size()));
+  for (int p : {10, 25, 50, 75, 90, 99}) {
+    std::printf("%d%% percentile latency: %.4f seconds\n", p, percentile(latencies, p));
+  }
+  std::printf("Prefill: %lld tokens in %.4f s = %.1f tokens/s (median of %d)\n",
+              static_cast<long long>(o.input_len * o.batch_size), prefill, prefill_tps,
+              o.num_iters);
+  std::printf("Decode: %lld steps x %lld seqs in %.4f s = %.2f tokens/s, %.2f steps/s\n",
+              static_cast<long long>(o.output_len - 1), static_cast<long long>(o.batch_size),
+              decode, decode_tps, decode_steps / decode);
+  std::printf("Decode weight read: %s per step, %.1f GB/s = %.0f%% of the %.1f GB/s read "
+              "bandwidth measured now\n",
+              format_bytes(static_cast<int64_t>(model.weight_bytes())).c_str(), weight_gbps,
+              100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
+  if (!o.output_json.empty()) {
+    nlohmann::json out{{"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
+                                           static_cast<double>(latencies.size())},
+                       {"latencies", latencies},
+                       {"prefill_tokens_per_s", prefill_tps},
+                       {"decode_tokens_per_s", decode_tps},
+                       {"decode_weight_gbps", weight_gbps},
+                       {"read_bandwidth_gbps", bandwidth_gbps},
+                       {"weight_bytes", model.weight_bytes()}};
+    std::ofstream(o.output_json) << out.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks (latency, throughput)");
+  bench->require_subcommand(1);
+
+  auto* latency = bench->add_subcommand("latency", "Prefill and decode speed of one batch");
+  auto lo = std::make_shared<LatencyOptions>();
+  latency->add_option("--model", lo->model, "GGUF file")->required();
+  latency->add_option("--input-len", lo->input_len, "Prompt tokens per sequence");
+  latency->add_option("--output-len", lo->output_len, "Generated tokens per sequence");
+  latency->add_option("--batch-size", lo->batch_size, "Sequences decoded together");
+  latency->add_option("--num-iters-warmup", lo->num_iters_warmup, "Warm-up iterations");
+  latency->add_option("--num-iters", lo->num_iters, "Measured iterations");
+  latency->add_option("--output-json", lo->output_json, "Write the results as JSON");
+  add_engine_options(*latency, lo->config, lo->strings);
+
+  auto throughput_runner = add_throughput_command(*bench);
+  return [bench, latency, lo, throughput_runner] {
+    if (latency->parsed()) return run_latency(*lo);
+    return throughput_runner();
+  };
+}
+
+}  // namespace vellum::cli

@@ -1,0 +1,109 @@
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/check.h"
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vellum::cli {
+namespace {
+
+struct TokenizeOptions {
+  std::string model;
+  std::string text;
+  std::string detokenize;  // space- or comma-separated ids
+  bool no_bos = false;
+  bool parse_special = false;
+  bool json = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string cleaned = text;
+  for (char& c : cleaned) {
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  }
+  std::istringstream in(cleaned);
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    VELLUM_CHECK(used == word.size() && value >= 0 && value <= INT32_MAX,
+                 ErrorCode::kInvalidArgument,
+                 "--detokenize expects token ids separated by spaces or commas; '{}' is not one",
+                 word);
+    ids.push_back(static_cast<int32_t>(value));
+  }
+  return ids;
+}
+
+int run_tokenize(const TokenizeOptions& o) {
+  const auto file = gguf::GgufFile::open(o.model);
+  const auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  if (!o.detokenize.empty()) {
+    const std::vector<int32_t> ids = parse_ids(o.detokenize);
+    for (int32_t id : ids) {
+      VELLUM_CHECK(id < tok->vocab_size(), ErrorCode::kInvalidArgument,
+                   "token id {} is out of range: the vocabulary has {} tokens", id,
+                   tok->vocab_size());
+    }
+    const std::string text = tok->decode(ids, tokenizer::DecodeOptions{});
+    if (o.json) {
+      std::printf("%s\n", nlohmann::json{{"ids", ids}, {"text", text}}.dump().c_str());
+    } else {
+      std::printf("%s\n", text.c_str());
+    }
+    return 0;
+  }
+  tokenizer::EncodeOptions enc;
+  enc.add_special = !o.no_bos;
+  enc.parse_special = o.parse_special;
+  const std::vector<int32_t> ids = tok->encode(o.text, enc);
+  if (o.json) {
+    nlohmann::json out{{"ids", ids}, {"count", ids.size()}};
+    nlohmann::json piece_strings = nlohmann::json::array();
+    for (int32_t id : ids) {
+      piece_strings.push_back(nlohmann::json(tok->token_to_piece(id)));
+    }
+    out["pieces"] = piece_strings;
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    for (int32_t id : ids) {
+      std::printf("%6d -> '%s'\n", id, tok->token_to_piece(id).c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_tokenize_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tokenize", "Tokenize text (or detokenize ids) with a model's vocabulary");
+  auto o = std::make_shared<TokenizeOptions>();
+  cmd->add_option("--model", o->model, "GGUF file (model or vocabulary only)")->required();
+  auto* text = cmd->add_option("--text", o->text, "Text to tokenize");
+  auto* detok = cmd->add_option("--detokenize", o->detokenize, "Token ids to turn back into text");
+  text->excludes(detok);
+  cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS/EOS even if the vocabulary asks for them");
+  cmd->add_flag("--parse-special", o->parse_special,
+                "Turn special-token text such as <|eot_id|> into the special token");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  return [o, text, detok] {
+    VELLUM_CHECK(text->count() > 0 || detok->count() > 0, ErrorCode::kInvalidArgument,
+                 "give --text TEXT to tokenize or --detokenize IDS to decode");
+    return run_tokenize(*o);
+  };
+}
+
+}  // namespace vellum::cli

@@ -1,0 +1,21 @@
+// The `vellum` subcommands. Each registers its options on a CLI11 subcommand and returns the
+// function that runs it (after parsing) and yields the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace vellum::cli {
+
+using CommandRunner = std::function<int()>;
+
+CommandRunner add_generate_command(CLI::App& app);
+CommandRunner add_tokenize_command(CLI::App& app);
+CommandRunner add_inspect_command(CLI::App& app);
+CommandRunner add_make_model_command(CLI::App& app);
+CommandRunner add_bench_command(CLI::App& app);
+// `bench throughput` under the `bench` subcommand.
+CommandRunner add_throughput_command(CLI::App& bench);
+
+}  // namespace vellum::cli

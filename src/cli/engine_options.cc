@@ -1,0 +1,62 @@
+#include "cli/engine_options.h"
+
+#include "common/check.h"
+#include "common/units.h"
+
+namespace vellum::cli {
+
+void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings& strings) {
+  app.add_option("--dtype", config.model.dtype,
+                 "Weight compute precision: auto (keep the file's), bfloat16, float32")
+      ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float32", "f32"}));
+  app.add_option("--kv-cache-dtype", config.cache.cache_dtype,
+                 "KV cache storage: auto (bf16 where the CPU has AVX512-BF16), f32, f16, bf16")
+      ->check(CLI::IsMember({"auto", "f32", "float32", "f16", "float16", "bf16", "bfloat16"}));
+  app.add_option("--max-model-len", config.model.max_model_len,
+                 "Context length (default: the model's)");
+  app.add_option("--kv-cache-memory", strings.kv_cache_memory,
+                 "KV cache budget, e.g. 4GiB (default: a fraction of available memory)");
+  app.add_option("--kv-cache-fraction", config.cache.kv_cache_fraction,
+                 "Fraction of available memory for the KV cache (default 0.5 of what the weights "
+                 "leave)");
+  app.add_option("--block-size", config.cache.block_size, "Tokens per KV cache block");
+  app.add_option("--num-kv-blocks", config.cache.num_blocks_override,
+                 "Exact number of KV cache blocks (overrides the memory budget)");
+  app.add_option("--swap-space", strings.swap_space,
+                 "Host swap space for preemption by swap, e.g. 4GiB");
+  app.add_flag("--no-enable-prefix-caching", strings.no_prefix_caching, "Disable prefix caching");
+  app.add_flag("--no-enable-chunked-prefill", strings.no_chunked_prefill,
+               "Disable chunked prefill");
+  app.add_option("--max-num-seqs", config.scheduler.max_num_seqs,
+                 "Maximum sequences per step");
+  app.add_option("--max-num-batched-tokens", config.scheduler.max_num_batched_tokens,
+                 "Token budget per step");
+  app.add_option("--long-prefill-token-threshold", config.scheduler.long_prefill_token_threshold,
+                 "Cap on the tokens one request may compute per step (0: off)");
+  app.add_option("--scheduling-policy", config.scheduler.policy, "fcfs or priority")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
+  app.add_option("--preemption-mode", config.scheduler.preemption_mode, "recompute or swap")
+      ->check(CLI::IsMember({"recompute", "swap"}));
+  app.add_option("--threads", config.parallel.num_threads,
+                 "Compute threads (default: physical cores available)");
+}
+
+void finish_engine_options(EngineConfig& config, const EngineOptionStrings& strings) {
+  if (!strings.kv_cache_memory.empty()) {
+    const auto bytes = parse_byte_size(strings.kv_cache_memory);
+    VELLUM_CHECK(bytes && *bytes > 0, ErrorCode::kInvalidArgument,
+                 "--kv-cache-memory '{}' is not a size; write e.g. 4GiB, 512MiB or 1073741824",
+                 strings.kv_cache_memory);
+    config.cache.kv_cache_memory_bytes = *bytes;
+  }
+  if (!strings.swap_space.empty()) {
+    const auto bytes = parse_byte_size(strings.swap_space);
+    VELLUM_CHECK(bytes && *bytes >= 0, ErrorCode::kInvalidArgument,
+                 "--swap-space '{}' is not a size; write e.g. 4GiB", strings.swap_space);
+    config.cache.swap_space_bytes = *bytes;
+  }
+  if (strings.no_prefix_caching) config.cache.enable_prefix_caching = false;
+  if (strings.no_chunked_prefill) config.scheduler.enable_chunked_prefill = false;
+}
+
+}  // namespace vellum::cli

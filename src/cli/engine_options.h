@@ -1,0 +1,27 @@
+// Command-line options shared by the commands that start an engine (generate, bench, serve):
+// vLLM's option names, mapped onto EngineConfig.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "vellum/config.h"
+
+namespace vellum::cli {
+
+struct EngineOptionStrings {
+  std::string kv_cache_memory;  // "4GiB"
+  std::string swap_space;       // "4GiB"
+  bool no_prefix_caching = false;
+  bool no_chunked_prefill = false;
+};
+
+// Adds --dtype, --kv-cache-dtype, --max-model-len, --kv-cache-memory, --kv-cache-fraction, ...
+// The model path option is added by each command (positional for serve, --model elsewhere).
+void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings& strings);
+
+// Applies the string options (sizes) to config; throws vellum::Error on a malformed value.
+void finish_engine_options(EngineConfig& config, const EngineOptionStrings& strings);
+
+}  // namespace vellum::cli

@@ -1,0 +1,424 @@
+// LLMEngine: one engine step = schedule -> model runner -> sampler -> scheduler update -> output
+// processor (DESIGN.md §1, spec §2.9).
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <unordered_map>
+
+#include "common/check.h"
+#include "common/logging.h"
+#include "core/scheduler/input_validation.h"
+#include "core/scheduler/scheduler.h"
+#include "engine/model_runner.h"
+#include "engine/model_setup.h"
+#include "engine/output_processor.h"
+#include "sampling/bad_words.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+#include "vellum/engine.h"
+
+namespace vellum {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+core::SchedulerConfig scheduler_config_from(const EngineConfig& config, int64_t max_model_len) {
+  const SchedulerConfig& s = config.scheduler;
+  core::SchedulerConfig out;
+  out.max_num_seqs = static_cast<int>(s.max_num_seqs);
+  out.max_model_len = static_cast<int>(max_model_len);
+  out.enable_chunked_prefill = s.enable_chunked_prefill;
+  int64_t budget = s.max_num_batched_tokens;
+  if (budget <= 0) {
+    budget = s.enable_chunked_prefill ? std::max<int64_t>(2048, s.max_num_seqs) : max_model_len;
+    budget = std::max(budget, s.max_num_seqs);
+  }
+  out.max_num_batched_tokens = static_cast<int>(budget);
+  out.long_prefill_token_threshold = static_cast<int>(s.long_prefill_token_threshold);
+  if (s.policy == "fcfs") {
+    out.policy = core::SchedulingPolicy::kFcfs;
+  } else if (s.policy == "priority") {
+    out.policy = core::SchedulingPolicy::kPriority;
+  } else {
+    VELLUM_THROW(ErrorCode::kInvalidArgument, "--scheduling-policy '{}': use fcfs or priority",
+                 s.policy);
+  }
+  if (s.preemption_mode == "recompute") {
+    out.preemption_mode = core::PreemptionMode::kRecompute;
+  } else if (s.preemption_mode == "swap") {
+    out.preemption_mode = core::PreemptionMode::kSwap;
+  } else {
+    VELLUM_THROW(ErrorCode::kInvalidArgument, "--preemption-mode '{}': use recompute or swap",
+                 s.preemption_mode);
+  }
+  out.validate();
+  return out;
+}
+
+// Per child sequence: its sampling params and seeded generator.
+struct SequenceState {
+  SamplingParams params;
+  sampling::SamplingState sampling;
+  explicit SequenceState(const SamplingParams& p) : params(p), sampling(p) {}
+};
+
+class LLMEngineImpl final : public LLMEngine {
+ public:
+  explicit LLMEngineImpl(const EngineConfig& config);
+
+  std::optional<std::string> add_request(const std::string& request_id, const Prompt& prompt,
+                                         const SamplingParams& params, int priority) override;
+  bool abort_request(const std::string& request_id) override;
+  std::vector<RequestOutput> step() override;
+  bool has_unfinished_requests() const override {
+    return scheduler_->has_requests() || output_.num_requests() > 0;
+  }
+  EngineStats stats() const override;
+  const EngineConfig& config() const override { return config_; }
+  std::vector<int32_t> encode(const std::string& text, bool add_special,
+                              bool parse_special) const override {
+    tokenizer::EncodeOptions options;
+    options.add_special = add_special;
+    options.parse_special = parse_special;
+    return tokenizer_->encode(text, options);
+  }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
+    tokenizer::DecodeOptions options;
+    options.skip_special_tokens = skip_special_tokens;
+    return tokenizer_->decode(ids, options);
+  }
+  int64_t max_model_len() const override { return max_model_len_; }
+  int64_t vocab_size() const override { return loaded_.model->config().vocab_size; }
+
+ private:
+  EngineConfig config_;
+  engine::LoadedModel loaded_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  int64_t max_model_len_ = 0;
+  std::unique_ptr<engine::ModelRunner> runner_;
+  std::unique_ptr<core::Scheduler> scheduler_;
+  std::optional<core::BlockHasher> hasher_;
+  sampling::Sampler sampler_;
+  engine::OutputProcessor output_;
+  std::unordered_map<std::string, SequenceState> sequences_;  // by child (scheduler) id
+  std::vector<std::string> pending_aborts_;
+  int64_t num_kv_blocks_ = 0;
+  int64_t prompt_tokens_ = 0;
+  int64_t generation_tokens_ = 0;
+  int64_t prefix_queries_ = 0;
+  int64_t prefix_hits_ = 0;
+
+  // Step scratch.
+  std::vector<engine::RunnerSequence> runner_seqs_;
+  std::vector<sampling::SamplingRow> rows_;
+  std::vector<size_t> row_of_scheduled_;
+  sampling::SamplerOutput sampler_out_;
+};
+
+LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
+    : config_(config),
+      loaded_((engine::configure_threads(config.parallel.num_threads),
+               engine::load_model_file(config.model))),
+      tokenizer_(tokenizer::Tokenizer::from_gguf(*loaded_.file)),
+      output_(*tokenizer_) {
+  const model::Model& model = *loaded_.model;
+  VELLUM_CHECK(tokenizer_->vocab_size() <= model.config().vocab_size, ErrorCode::kInvalidModel,
+               "{}: the tokenizer has {} tokens but the model only {} output rows",
+               config.model.model, tokenizer_->vocab_size(), model.config().vocab_size);
+  max_model_len_ = engine::resolve_max_model_len(config.model, model.config());
+  const kernels::KvType kv_type = engine::parse_kv_cache_dtype(config.cache.cache_dtype);
+  const model::KvCacheShape shape = model.kv_cache_shape(config.cache.block_size, kv_type);
+  const engine::KvBudget budget =
+      engine::plan_kv_cache(config.cache, shape.bytes_per_block(), max_model_len_);
+  num_kv_blocks_ = budget.num_blocks;
+  VELLUM_CHECK(budget.num_blocks < INT32_MAX, ErrorCode::kInvalidArgument,
+               "{} KV blocks is too many; lower --kv-cache-memory", budget.num_blocks);
+  const bool swap = config.scheduler.preemption_mode == "swap";
+  VELLUM_CHECK(!swap || budget.num_host_blocks > 0, ErrorCode::kInvalidArgument,
+               "--preemption-mode swap needs a host swap space: add e.g. --swap-space 4GiB");
+  runner_ = std::make_unique<engine::ModelRunner>(*loaded_.model, shape, budget.num_blocks,
+                                                  budget.num_host_blocks);
+
+  core::KVCacheConfig kv;
+  kv.num_blocks = static_cast<int>(budget.num_blocks);
+  kv.block_size = static_cast<int>(config.cache.block_size);
+  kv.max_model_len = static_cast<int>(max_model_len_);
+  kv.enable_caching = config.cache.enable_prefix_caching;
+  kv.log_stats = true;
+  kv.num_host_blocks = static_cast<int>(budget.num_host_blocks);
+  scheduler_ = std::make_unique<core::Scheduler>(scheduler_config_from(config, max_model_len_), kv);
+  if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size);
+}
+
+std::optional<std::string> LLMEngineImpl::add_request(const std::string& request_id,
+                                                      const Prompt& prompt,
+                                                      const SamplingParams& raw_params,
+                                                      int priority) {
+  if (output_.has_request(request_id)) {
+    return "a request with id '" + request_id + "' is already running";
+  }
+  SamplingParams params = raw_params;
+  if (auto error = params.validate()) return error->message;
+  params.normalize();
+  if (!params.bad_words.empty()) {
+    auto bad = sampling::build_bad_words_token_ids(
+        params.bad_words,
+        [this](const std::string& text) {
+          tokenizer::EncodeOptions o;
+          o.add_special = false;
+          return tokenizer_->encode(text, o);
+        },
+        vocab_size() - 1);
+    if (bad.error) return bad.error->message;
+    params.bad_words_token_ids = std::move(bad.token_ids);
+  }
+  if (auto error = params.validate_for_model(SamplingModelLimits{vocab_size()})) {
+    return error->message;
+  }
+  if (params.use_beam_search) return std::string("beam search is not supported yet");
+  if (params.prompt_logprobs.has_value()) {
+    return std::string("prompt_logprobs is not supported yet");
+  }
+
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  if (const auto* text = std::get_if<std::string>(&prompt)) {
+    prompt_text = *text;
+    prompt_ids = tokenizer_->encode(*text, tokenizer::EncodeOptions{});
+  } else {
+    prompt_ids = std::get<std::vector<int32_t>>(prompt);
+    for (int32_t id : prompt_ids) {
+      if (id < 0 || id >= vocab_size()) {
+        return "Token id " + std::to_string(id) + " is out of vocabulary (size " +
+               std::to_string(vocab_size()) + ")";
+      }
+    }
+  }
+  const int prompt_len = static_cast<int>(prompt_ids.size());
+  if (auto error = core::validate_prompt_len(prompt_len, static_cast<int>(max_model_len_))) {
+    return error;
+  }
+  core::MaxTokensLimits limits;
+  if (params.max_tokens) limits.requested = static_cast<int>(*params.max_tokens);
+  const int max_tokens =
+      core::resolve_max_tokens(static_cast<int>(max_model_len_), prompt_len, limits);
+
+  core::RequestParams rp;
+  rp.arrival_time = now_seconds();
+  rp.priority = priority;
+  rp.stop.max_tokens = max_tokens;
+  rp.stop.min_tokens = static_cast<int32_t>(params.min_tokens);
+  if (!params.ignore_eos) {
+    rp.stop.eos_token_id = tokenizer_->eos_id();
+    // Other end-of-generation tokens (<|eot_id|>, <|im_end|>, ...) stop like stop_token_ids.
+    for (int32_t id : tokenizer_->eog_ids()) {
+      if (id != tokenizer_->eos_id()) rp.stop.stop_token_ids.push_back(id);
+    }
+  }
+  rp.stop.stop_token_ids.insert(rp.stop.stop_token_ids.end(), params.stop_token_ids.begin(),
+                                params.stop_token_ids.end());
+
+  // n > 1 fans out into child requests "i_<id>" that share the prompt through the prefix cache
+  // (spec §2.9).
+  std::vector<std::string> seq_ids;
+  const int64_t n = params.n;
+  for (int64_t i = 0; i < n; ++i) {
+    seq_ids.push_back(n == 1 ? request_id : std::to_string(i) + "_" + request_id);
+  }
+  output_.add_request(request_id, prompt_text, prompt_ids, params, seq_ids, rp.arrival_time);
+  for (int64_t i = 0; i < n; ++i) {
+    const SamplingParams child = n == 1 ? params : params.child_params(i);
+    sequences_.erase(seq_ids[static_cast<size_t>(i)]);
+    sequences_.emplace(seq_ids[static_cast<size_t>(i)], SequenceState(child));
+    scheduler_->add_request(
+        std::make_shared<core::Request>(seq_ids[static_cast<size_t>(i)], prompt_ids, rp, hasher_));
+  }
+  return std::nullopt;
+}
+
+bool LLMEngineImpl::abort_request(const std::string& request_id) {
+  if (!output_.has_request(request_id)) return false;
+  pending_aborts_.push_back(request_id);
+  return true;
+}
+
+std::vector<RequestOutput> LLMEngineImpl::step() {
+  // Aborts: finish every child in the scheduler; their final outputs come from update_from_output.
+  std::vector<engine::SequenceUpdate> updates;
+  for (const std::string& request_id : pending_aborts_) {
+    for (const auto& [seq_id, state] : sequences_) {
+      if (output_.request_of(seq_id) == request_id) {
+        scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedAborted);
+        engine::SequenceUpdate u;
+        u.seq_id = seq_id;
+        u.finish_reason = "abort";
+        updates.push_back(std::move(u));
+      }
+    }
+  }
+  pending_aborts_.clear();
+
+  const core::SchedulerOutput sched = scheduler_->schedule();
+  core::ModelRunnerOutput runner_out;
+  std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
+  if (sched.total_num_scheduled_tokens > 0) {
+    auto moves = [](const auto& list) {
+      std::vector<engine::BlockMove> out;
+      out.reserve(list.size());
+      for (const auto& m : list) out.push_back({m.src, m.dst});
+      return out;
+    };
+    runner_->swap_out(moves(sched.blocks_to_swap_out));
+    runner_->swap_in(moves(sched.blocks_to_swap_in));
+    runner_->apply_block_copies(moves(sched.blocks_to_copy));
+
+    runner_seqs_.clear();
+    rows_.clear();
+    row_of_scheduled_.assign(sched.scheduled_requests.size(), SIZE_MAX);
+    const double now = now_seconds();
+    for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
+      const core::ScheduledRequest& s = sched.scheduled_requests[i];
+      output_.record_first_scheduled(s.request_id, now);
+      runner_seqs_.push_back({s.token_ids, s.num_computed_tokens, s.block_ids,
+                              s.samples_token ? 1 : 0});
+      if (!s.samples_token) continue;
+      SequenceState& state = sequences_.at(s.request_id);
+      sampling::SamplingRow row;
+      row.params = &state.params;
+      row.state = &state.sampling;
+      row.prompt_token_ids = s.request->prompt_token_ids();
+      row.output_token_ids = s.request->output_token_ids();
+      row.eos_token_id = s.request->params().stop.eos_token_id.value_or(-1);
+      row_of_scheduled_[i] = rows_.size();
+      rows_.push_back(row);
+    }
+    std::span<float> logits = runner_->execute(runner_seqs_);
+    if (!rows_.empty()) {
+      sampler_.sample(logits.data(), static_cast<int64_t>(rows_.size()), vocab_size(), rows_,
+                      &sampler_out_);
+    }
+    for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
+      const core::ScheduledRequest& s = sched.scheduled_requests[i];
+      runner_out.req_ids.push_back(s.request_id);
+      const size_t r = row_of_scheduled_[i];
+      if (r == SIZE_MAX) {
+        runner_out.sampled_token_ids.emplace_back();
+        continue;
+      }
+      const int32_t token = sampler_out_.sampled_token_ids[r];
+      runner_out.sampled_token_ids.push_back({token});
+      const auto& lists = sampler_out_.logprobs;
+      if (static_cast<int64_t>(r) < lists.num_rows() && lists.row_size(static_cast<int64_t>(r)) > 0) {
+        TokenLogprobs lp;
+        const auto ids = lists.row_token_ids(static_cast<int64_t>(r));
+        const auto values = lists.row_logprobs(static_cast<int64_t>(r));
+        lp.token_id = ids[0];
+        lp.logprob = values[0];
+        lp.rank = static_cast<int32_t>(lists.ranks[r]);
+        for (size_t k = 1; k < ids.size(); ++k) lp.top.emplace_back(ids[k], values[k]);
+        logprobs_of[i].push_back(std::move(lp));
+      }
+    }
+  }
+  const std::vector<core::EngineCoreOutput> core_outputs =
+      scheduler_->update_from_output(sched, runner_out);
+
+  for (const core::EngineCoreOutput& co : core_outputs) {
+    engine::SequenceUpdate u;
+    u.seq_id = co.request_id;
+    u.new_token_ids = co.new_token_ids;
+    generation_tokens_ += static_cast<int64_t>(co.new_token_ids.size());
+    if (const core::ScheduledRequest* s = sched.find(co.request_id)) {
+      auto& lps = logprobs_of[static_cast<size_t>(s - sched.scheduled_requests.data())];
+      lps.resize(std::min(lps.size(), co.new_token_ids.size()));
+      u.new_logprobs = std::move(lps);
+    }
+    if (co.finished()) {
+      u.finish_reason = co.finish_reason();
+      if (const auto* token = std::get_if<core::TokenId>(&co.stop_reason)) u.stop_token = *token;
+    }
+    u.num_cached_tokens = co.num_cached_tokens;
+    updates.push_back(std::move(u));
+  }
+  for (const core::ScheduledRequest& s : sched.scheduled_requests) {
+    if (s.kind == core::ScheduledKind::kNew) {
+      prompt_tokens_ += s.request->num_prompt_tokens() - std::max(0, s.request->num_cached_tokens);
+    }
+  }
+  if (auto stats = scheduler_->make_stats(); stats.prefix_cache_stats) {
+    prefix_queries_ += stats.prefix_cache_stats->queries;
+    prefix_hits_ += stats.prefix_cache_stats->hits;
+  }
+
+  engine::OutputProcessor::Result result = output_.process(updates, now_seconds());
+  for (const std::string& seq_id : result.stopped_seq_ids) {
+    scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedStopped);
+  }
+  // Forget the sampling state of sequences whose request is gone.
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if (!output_.request_of(it->first)) {
+      it = sequences_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return std::move(result.outputs);
+}
+
+EngineStats LLMEngineImpl::stats() const {
+  EngineStats s;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting() + scheduler_->num_swapped();
+  s.kv_cache_usage = scheduler_->kv_cache_manager().usage();
+  s.prefix_cache_queries = prefix_queries_;
+  s.prefix_cache_hits = prefix_hits_;
+  s.num_preemptions = scheduler_->num_preemptions_total();
+  s.prompt_tokens = prompt_tokens_;
+  s.generation_tokens = generation_tokens_;
+  s.num_kv_blocks = num_kv_blocks_;
+  s.block_size = config_.cache.block_size;
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<LLMEngine> LLMEngine::create(const EngineConfig& config) {
+  return std::make_unique<LLMEngineImpl>(config);
+}
+
+LLM::LLM(const EngineConfig& config) : engine_(LLMEngine::create(config)) {}
+LLM::~LLM() = default;
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
+                                         const SamplingParams& params) {
+  return generate(prompts, std::vector<SamplingParams>(prompts.size(), params));
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
+                                         const std::vector<SamplingParams>& params) {
+  VELLUM_CHECK(prompts.size() == params.size(), ErrorCode::kInvalidArgument,
+               "generate: {} prompts but {} sampling parameter sets", prompts.size(),
+               params.size());
+  std::vector<RequestOutput> results(prompts.size());
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SamplingParams p = params[i];
+    p.output_kind = RequestOutputKind::kFinalOnly;
+    const std::string id = std::to_string(i);
+    if (auto error = engine_->add_request(id, prompts[i], p)) {
+      VELLUM_THROW(ErrorCode::kInvalidArgument, "prompt {}: {}", i, *error);
+    }
+    index[id] = i;
+  }
+  while (engine_->has_unfinished_requests()) {
+    for (RequestOutput& out : engine_->step()) {
+      if (out.finished) results[index.at(out.request_id)] = std::move(out);
+    }
+  }
+  return results;
+}
+
+}  // namespace vellum

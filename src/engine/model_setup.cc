@@ -1,0 +1,146 @@
+#include "engine/model_setup.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "common/check.h"
+#include "common/logging.h"
+#include "common/units.h"
+#include "cpu/cpu_info.h"
+#include "cpu/isa.h"
+
+namespace vellum::engine {
+
+kernels::MatmulPrecision parse_dtype(const std::string& dtype) {
+  if (dtype == "auto") return kernels::MatmulPrecision::kAuto;
+  if (dtype == "bfloat16" || dtype == "bf16") return kernels::MatmulPrecision::kBF16;
+  if (dtype == "float32" || dtype == "f32" || dtype == "float") {
+    return kernels::MatmulPrecision::kF32;
+  }
+  VELLUM_THROW(ErrorCode::kInvalidArgument,
+               "--dtype '{}' is not supported; use auto, bfloat16 or float32 (float16 compute is "
+               "not available on the CPU: use auto to keep f16 weights)",
+               dtype);
+}
+
+kernels::KvType parse_kv_cache_dtype(const std::string& dtype) {
+  if (dtype == "auto") {
+    return cpu::selected_isa() >= cpu::Isa::kAvx512Bf16 ? kernels::KvType::kBF16
+                                                        : kernels::KvType::kF32;
+  }
+  if (dtype == "f32" || dtype == "float32") return kernels::KvType::kF32;
+  if (dtype == "f16" || dtype == "float16" || dtype == "half") return kernels::KvType::kF16;
+  if (dtype == "bf16" || dtype == "bfloat16") return kernels::KvType::kBF16;
+  VELLUM_THROW(ErrorCode::kInvalidArgument,
+               "--kv-cache-dtype '{}' is not supported; use auto, f32, f16 or bf16", dtype);
+}
+
+const char* kv_type_name(kernels::KvType type) {
+  switch (type) {
+    case kernels::KvType::kF32: return "f32";
+    case kernels::KvType::kF16: return "f16";
+    case kernels::KvType::kBF16: return "bf16";
+  }
+  return "?";
+}
+
+int configure_threads(int requested) {
+  VELLUM_CHECK(requested >= 0, ErrorCode::kInvalidArgument,
+               "--threads must be positive (or 0 for the default), got {}", requested);
+  const int threads = requested > 0 ? requested : cpu::default_num_threads();
+  omp_set_num_threads(threads);
+  return threads;
+}
+
+LoadedModel load_model_file(const ModelConfig& config) {
+  VELLUM_CHECK(!config.model.empty(), ErrorCode::kInvalidArgument,
+               "no model given: pass a GGUF file (make one with `vellum make-model`)");
+  LoadedModel loaded;
+  loaded.file = gguf::GgufFile::open(config.model);
+  loaded.model = model::load_model(loaded.file, model::ModelLoadOptions{parse_dtype(config.dtype)});
+  VELLUM_LOG_INFO("{}", loaded.model->describe());
+  return loaded;
+}
+
+int64_t resolve_max_model_len(const ModelConfig& config, const model::ModelConfig& model_config) {
+  const int64_t native = model_config.max_position_embeddings;
+  if (config.max_model_len <= 0) return native;
+  VELLUM_CHECK(config.max_model_len <= native, ErrorCode::kInvalidArgument,
+               "--max-model-len {} is larger than the model's context length {}; use at most {}",
+               config.max_model_len, native, native);
+  return config.max_model_len;
+}
+
+int64_t available_memory_bytes() {
+  int64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (meminfo >> key >> value >> unit) {
+    if (key == "MemAvailable:") {
+      available = value * 1024;
+      break;
+    }
+  }
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit && limit != "max") {
+    try {
+      const int64_t cap = std::stoll(limit);
+      if (cap > 0 && (available == 0 || cap < available)) available = cap;
+    } catch (const std::exception&) {
+    }
+  }
+  return available;
+}
+
+KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len) {
+  VELLUM_CHECK(cache.block_size > 0, ErrorCode::kInvalidArgument,
+               "--block-size must be positive, got {}", cache.block_size);
+  KvBudget budget;
+  budget.bytes_per_block = bytes_per_block;
+  std::string source;
+  if (cache.num_blocks_override > 0) {
+    budget.num_blocks = cache.num_blocks_override;
+    source = "--num-kv-blocks";
+  } else {
+    int64_t bytes = cache.kv_cache_memory_bytes;
+    source = "--kv-cache-memory";
+    if (bytes <= 0) {
+      const double fraction = cache.kv_cache_fraction > 0 ? cache.kv_cache_fraction : 0.5;
+      VELLUM_CHECK(fraction <= 1.0, ErrorCode::kInvalidArgument,
+                   "--kv-cache-fraction must be in (0, 1], got {}", fraction);
+      bytes = static_cast<int64_t>(static_cast<double>(available_memory_bytes()) * fraction);
+      // A budget far beyond what any sequence mix can use only costs start-up time.
+      source = "--kv-cache-fraction";
+    }
+    budget.num_blocks = bytes / bytes_per_block;
+  }
+  const int64_t blocks_per_seq = (max_model_len + cache.block_size - 1) / cache.block_size;
+  // Block 0 is the null block: usable blocks are num_blocks - 1.
+  const int64_t usable = budget.num_blocks - 1;
+  if (usable < blocks_per_seq) {
+    const int64_t largest = std::max<int64_t>(0, usable) * cache.block_size;
+    VELLUM_THROW(ErrorCode::kOutOfMemory,
+                 "the KV cache ({} blocks of {} tokens, {} from {}) cannot hold one sequence of "
+                 "max_model_len = {} tokens ({} blocks). Raise the KV cache budget (e.g. "
+                 "--kv-cache-memory {}) or lower --max-model-len to at most {}",
+                 usable, cache.block_size, format_bytes(usable * bytes_per_block), source,
+                 max_model_len, blocks_per_seq,
+                 format_bytes((blocks_per_seq + 1) * bytes_per_block), largest);
+  }
+  if (cache.swap_space_bytes > 0) budget.num_host_blocks = cache.swap_space_bytes / bytes_per_block;
+  VELLUM_LOG_INFO(
+      "KV cache: {} blocks x {} tokens, {} per block, {} in total; max concurrency at "
+      "{} tokens: {:.2f}x; swap space: {} blocks",
+      usable, cache.block_size, format_bytes(bytes_per_block), format_bytes(usable * bytes_per_block),
+      max_model_len, static_cast<double>(usable) / static_cast<double>(blocks_per_seq),
+      budget.num_host_blocks);
+  return budget;
+}
+
+}  // namespace vellum::engine

@@ -1,0 +1,51 @@
+// Start-up decisions shared by the engine and the benchmarks: which precisions the options select,
+// how many KV blocks the memory budget buys (and the start-up check that one full-length sequence
+// fits, spec §1.9), and how many compute threads to use.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "model/model.h"
+#include "vellum/config.h"
+
+namespace vellum::engine {
+
+// --dtype: auto | bfloat16 (bf16) | float32 (f32). Throws naming the valid values.
+kernels::MatmulPrecision parse_dtype(const std::string& dtype);
+// --kv-cache-dtype: auto (bf16 where the CPU has AVX512-BF16, else f32) | f32 | f16 | bf16.
+kernels::KvType parse_kv_cache_dtype(const std::string& dtype);
+const char* kv_type_name(kernels::KvType type);
+
+// Sets the OpenMP thread count (0: physical cores available to the process); returns it.
+int configure_threads(int requested);
+
+struct LoadedModel {
+  std::shared_ptr<const gguf::GgufFile> file;
+  std::unique_ptr<model::Model> model;
+};
+LoadedModel load_model_file(const ModelConfig& config);
+
+// The context length in force: --max-model-len if given (must not exceed the model's), else the
+// model's own.
+int64_t resolve_max_model_len(const ModelConfig& config, const model::ModelConfig& model_config);
+
+struct KvBudget {
+  int64_t num_blocks = 0;        // including the null block 0
+  int64_t bytes_per_block = 0;   // all layers, K and V
+  int64_t num_host_blocks = 0;   // swap tier
+};
+
+// Blocks from --num-kv-blocks, --kv-cache-memory, or --kv-cache-fraction of the memory available
+// to the process. Throws kOutOfMemory, naming the largest feasible --max-model-len, when one
+// sequence of max_model_len tokens does not fit.
+KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len);
+
+// Bytes of memory available to the process (MemAvailable, capped by a cgroup limit).
+int64_t available_memory_bytes();
+
+}  // namespace vellum::engine

@@ -1,0 +1,207 @@
+#include "engine/output_processor.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace vellum::engine {
+namespace {
+
+// Where a stop string ends the text (spec §2.7, vLLM's check_stop_strings): searches only the
+// region the new characters can complete. Returns the stop string and the truncation length
+// (text.size() when nothing is to be cut), or nullopt.
+std::optional<std::pair<std::string, size_t>> find_stop_string(
+    const std::string& text, size_t num_new_bytes, const std::vector<std::string>& stops,
+    bool include_in_output) {
+  std::optional<std::pair<std::string, size_t>> best;
+  for (const std::string& stop : stops) {
+    if (stop.empty()) continue;
+    const size_t window = num_new_bytes + stop.size() - 1;
+    const size_t start = text.size() > window ? text.size() - window : 0;
+    const size_t at = text.find(stop, start);
+    if (at == std::string::npos) continue;
+    const size_t cut = include_in_output ? std::min(text.size(), at + stop.size()) : at;
+    // vLLM returns the first stop string (in the order given) that matches.
+    best = {stop, cut};
+    break;
+  }
+  return best;
+}
+
+// Largest length <= n that does not end inside a UTF-8 sequence of s.
+size_t utf8_floor(const std::string& s, size_t n) {
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+}  // namespace
+
+bool OutputProcessor::RequestState::finished() const {
+  return std::all_of(sequences.begin(), sequences.end(),
+                     [](const Sequence& s) { return s.finish_reason.has_value(); });
+}
+
+void OutputProcessor::add_request(const std::string& request_id, const std::string& prompt,
+                                  const std::vector<int32_t>& prompt_token_ids,
+                                  const SamplingParams& params,
+                                  const std::vector<std::string>& seq_ids, double arrival_time) {
+  VELLUM_ASSERT(!requests_.count(request_id));
+  RequestState& state = requests_[request_id];
+  state.prompt = prompt;
+  state.prompt_token_ids = prompt_token_ids;
+  state.params = params;
+  state.seq_ids = seq_ids;
+  state.metrics.arrival_time = arrival_time;
+  tokenizer::DecodeOptions options;
+  options.skip_special_tokens = params.skip_special_tokens;
+  options.spaces_between_special_tokens = params.spaces_between_special_tokens;
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    Sequence seq;
+    seq.index = static_cast<int32_t>(i);
+    if (params.detokenize) {
+      seq.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(tokenizer_, options,
+                                                                           prompt_token_ids);
+    }
+    state.sequences.push_back(std::move(seq));
+    seq_to_request_[seq_ids[i]] = {request_id, static_cast<int32_t>(i)};
+  }
+}
+
+std::optional<std::string> OutputProcessor::request_of(const std::string& seq_id) const {
+  auto it = seq_to_request_.find(seq_id);
+  if (it == seq_to_request_.end()) return std::nullopt;
+  return it->second.first;
+}
+
+void OutputProcessor::record_first_scheduled(const std::string& seq_id, double now) {
+  auto it = seq_to_request_.find(seq_id);
+  if (it == seq_to_request_.end()) return;
+  RequestMetrics& m = requests_.at(it->second.first).metrics;
+  if (m.first_scheduled_time == 0.0) m.first_scheduled_time = now;
+}
+
+bool OutputProcessor::append_text(RequestState& request, Sequence& seq,
+                                  const SequenceUpdate& update) {
+  if (!seq.detokenizer) return false;
+  const SamplingParams& params = request.params;
+  std::vector<int32_t> ids = update.new_token_ids;
+  // A request that ended on EOS or a stop token id does not show that token's text unless asked.
+  const bool token_stop = update.finish_reason == std::string("stop");
+  if (token_stop && !params.include_stop_str_in_output && !ids.empty()) ids.pop_back();
+  const size_t num_outputs_before = seq.token_ids.size() - update.new_token_ids.size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t before = seq.text.size();
+    seq.text += seq.detokenizer->step(ids[i]);
+    const size_t num_output_tokens = num_outputs_before + i + 1;
+    // Stop strings are checked once more than min_tokens tokens exist.
+    if (params.stop.empty() || static_cast<int64_t>(num_output_tokens) <= params.min_tokens) {
+      continue;
+    }
+    if (auto hit = find_stop_string(seq.text, seq.text.size() - before, params.stop,
+                                    params.include_stop_str_in_output)) {
+      seq.text.resize(hit->second);
+      seq.stop_reason_text = hit->first;
+      // Tokens after the one that completed the stop string are dropped.
+      seq.token_ids.resize(num_outputs_before + i + 1);
+      if (seq.logprobs.size() > seq.token_ids.size()) seq.logprobs.resize(seq.token_ids.size());
+      return true;
+    }
+  }
+  if (update.finish_reason) seq.text += seq.detokenizer->finish();
+  return false;
+}
+
+OutputProcessor::Result OutputProcessor::process(std::vector<SequenceUpdate>& updates,
+                                                 double now) {
+  Result result;
+  std::vector<std::string> touched;
+  for (SequenceUpdate& update : updates) {
+    auto where = seq_to_request_.find(update.seq_id);
+    if (where == seq_to_request_.end()) continue;
+    const std::string& request_id = where->second.first;
+    RequestState& request = requests_.at(request_id);
+    Sequence& seq = request.sequences[static_cast<size_t>(where->second.second)];
+    if (seq.finish_reason) continue;  // already ended by a stop string
+    if (seq.index == 0 && update.num_cached_tokens > 0) {
+      request.num_cached_tokens = update.num_cached_tokens;
+    }
+    if (!update.new_token_ids.empty()) {
+      if (request.metrics.first_token_time == 0.0) request.metrics.first_token_time = now;
+      request.metrics.last_token_time = now;
+    }
+    seq.token_ids.insert(seq.token_ids.end(), update.new_token_ids.begin(),
+                         update.new_token_ids.end());
+    for (TokenLogprobs& lp : update.new_logprobs) {
+      seq.cumulative_logprob += lp.logprob;
+      seq.logprobs.push_back(std::move(lp));
+    }
+    if (append_text(request, seq, update)) {
+      seq.finish_reason = "stop";
+      result.stopped_seq_ids.push_back(update.seq_id);
+    } else if (update.finish_reason) {
+      seq.finish_reason = update.finish_reason;
+      seq.stop_reason_token = update.stop_token;
+    }
+    if (std::find(touched.begin(), touched.end(), request_id) == touched.end()) {
+      touched.push_back(request_id);
+    }
+  }
+  for (const std::string& request_id : touched) {
+    RequestState& request = requests_.at(request_id);
+    const bool finished = request.finished();
+    if (finished) request.metrics.finished_time = now;
+    if (request.params.output_kind == RequestOutputKind::kFinalOnly && !finished) continue;
+    result.outputs.push_back(make_output(request, request_id, finished));
+    if (finished) {
+      for (const std::string& seq_id : request.seq_ids) seq_to_request_.erase(seq_id);
+      requests_.erase(request_id);
+    }
+  }
+  return result;
+}
+
+RequestOutput OutputProcessor::make_output(RequestState& request, const std::string& request_id,
+                                           bool finished) {
+  RequestOutput out;
+  out.request_id = request_id;
+  out.prompt = request.prompt;
+  out.prompt_token_ids = request.prompt_token_ids;
+  out.finished = finished;
+  out.num_cached_tokens = request.num_cached_tokens;
+  out.metrics = request.metrics;
+  const bool delta = request.params.output_kind == RequestOutputKind::kDelta;
+  const size_t hold_back = static_cast<size_t>(request.params.output_text_buffer_length());
+  for (Sequence& seq : request.sequences) {
+    // Streaming hold-back: the tail that could still become a stop string is not shown yet.
+    size_t visible = seq.text.size();
+    if (!seq.finish_reason && hold_back > 0) {
+      visible = utf8_floor(seq.text, visible > hold_back ? visible - hold_back : 0);
+    }
+    visible = std::max(visible, std::min(seq.emitted_chars, seq.text.size()));
+    const size_t text_from = delta ? seq.emitted_chars : 0;
+    const size_t tokens_from = delta ? seq.emitted_tokens : 0;
+    if (delta && !seq.finish_reason && visible == seq.emitted_chars &&
+        seq.token_ids.size() == seq.emitted_tokens) {
+      continue;  // nothing new for this child
+    }
+    CompletionOutput c;
+    c.index = seq.index;
+    c.text = seq.text.substr(text_from, visible - std::min(text_from, visible));
+    c.token_ids.assign(seq.token_ids.begin() + static_cast<int64_t>(std::min(tokens_from, seq.token_ids.size())),
+                       seq.token_ids.end());
+    c.cumulative_logprob = seq.cumulative_logprob;
+    if (request.params.logprobs.has_value()) {
+      c.logprobs.emplace(seq.logprobs.begin() + static_cast<int64_t>(std::min(tokens_from, seq.logprobs.size())),
+                         seq.logprobs.end());
+    }
+    c.finish_reason = seq.finish_reason;
+    c.stop_reason_text = seq.stop_reason_text;
+    c.stop_reason_token = seq.stop_reason_token;
+    seq.emitted_chars = visible;
+    seq.emitted_tokens = seq.token_ids.size();
+    out.outputs.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace vellum::engine
