@@ -27,7 +27,9 @@ namespace vellum::sampling {
 // Nothing is owned; everything must outlive the sample() call.
 struct SamplingRow {
   const SamplingParams* params = nullptr;     // normalized and validated
-  SamplingState* state = nullptr;             // advanced by one draw when the row samples randomly
+  // Advanced by one draw when the row samples randomly; may be null for greedy rows. Rows run in
+  // parallel, so two rows must never share a state.
+  SamplingState* state = nullptr;
   std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
   std::span<const int32_t> output_token_ids;  // generated so far: penalties, bad words, min_tokens
   // Masked with params->stop_token_ids while min_tokens is not reached (vLLM's
