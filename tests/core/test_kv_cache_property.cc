@@ -27,7 +27,8 @@ constexpr int kEmpty = -1;
 
 class Simulation {
  public:
-  explicit Simulation(uint32_t seed) : rng_(seed), kv_(make_kv_config()) {
+  Simulation(uint32_t seed, std::optional<int> sliding_window)
+      : rng_(seed), window_(sliding_window), kv_(make_kv_config(sliding_window)) {
     device_mem_.assign(static_cast<size_t>(kNumBlocks * kBlockSize), kEmpty);
     host_mem_.assign(static_cast<size_t>(kNumHostBlocks * kBlockSize), kEmpty);
     for (auto& base : bases_) {
@@ -57,6 +58,7 @@ class Simulation {
   int num_swaps() const { return num_swaps_; }
   int num_preemptions() const { return num_preemptions_; }
   int num_resets() const { return num_resets_; }
+  int64_t num_recycled_slots_seen() const { return num_recycled_slots_seen_; }
 
  private:
   struct Sim {
@@ -65,8 +67,9 @@ class Simulation {
     bool swapped = false;
   };
 
-  static KVCacheConfig make_kv_config() {
+  static KVCacheConfig make_kv_config(std::optional<int> sliding_window) {
     KVCacheConfig c;
+    c.sliding_window = sliding_window;
     c.num_blocks = kNumBlocks;
     c.block_size = kBlockSize;
     c.max_model_len = kMaxModelLen;
@@ -142,6 +145,10 @@ class Simulation {
     // The hit blocks must already hold this request's tokens.
     for (int p = 0; p < hit.num_computed_tokens; ++p) {
       const BlockId b = hit.block_ids[static_cast<size_t>(p / kBlockSize)];
+      if (b == kNullBlockId) {
+        ASSERT_TRUE(out_of_window(p, hit.num_computed_tokens)) << "null hit block at " << p;
+        continue;
+      }
       ASSERT_EQ(device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)],
                 r.all_token_ids()[static_cast<size_t>(p)])
           << "stale prefix-cache hit, block " << b << " position " << p;
@@ -236,6 +243,11 @@ class Simulation {
 
   static std::vector<BlockId> ids(std::span<const BlockId> s) { return {s.begin(), s.end()}; }
 
+  // True if a query at position num_computed (the next one) cannot attend to position p.
+  bool out_of_window(int p, int num_computed) const {
+    return window_.has_value() && p < num_computed - *window_ + 1;
+  }
+
   void finish(Sim* s) {
     if (s == nullptr) return;
     const std::string id = s->req->request_id();
@@ -285,6 +297,12 @@ class Simulation {
       ASSERT_GE(static_cast<int>(table.size()) * kBlockSize, r.num_computed_tokens) << id;
       for (int p = 0; p < r.num_computed_tokens; ++p) {
         const BlockId b = table[static_cast<size_t>(p / kBlockSize)];
+        if (b == kNullBlockId) {
+          // Only positions no future query can attend to may have been recycled.
+          ASSERT_TRUE(out_of_window(p, r.num_computed_tokens)) << id << " position " << p;
+          ++num_recycled_slots_seen_;
+          continue;
+        }
         ASSERT_EQ(device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)],
                   r.all_token_ids()[static_cast<size_t>(p)])
             << "request " << id << " position " << p << " block " << b;
@@ -293,6 +311,7 @@ class Simulation {
   }
 
   std::mt19937 rng_;
+  std::optional<int> window_;
   KVCacheManager kv_;
   std::vector<TokenId> device_mem_;  // [num_blocks * block_size] token held by each slot
   std::vector<TokenId> host_mem_;    // [num_host_blocks * block_size]
@@ -304,16 +323,28 @@ class Simulation {
   int num_swaps_ = 0;
   int num_preemptions_ = 0;
   int num_resets_ = 0;
+  int64_t num_recycled_slots_seen_ = 0;
 };
 
-class KvCacheProperty : public ::testing::TestWithParam<uint32_t> {};
+struct PropertyCase {
+  uint32_t seed;
+  std::optional<int> sliding_window;
+};
+
+class KvCacheProperty : public ::testing::TestWithParam<PropertyCase> {};
+
+std::string property_case_name(const ::testing::TestParamInfo<PropertyCase>& case_info) {
+  std::string name = "seed" + std::to_string(case_info.param.seed);
+  if (case_info.param.sliding_window) name += "_window" + std::to_string(*case_info.param.sliding_window);
+  return name;
+}
 
 TEST_P(KvCacheProperty, RandomOperationsKeepInvariantsAndContents) {
   // Failed resets are part of the workload; their warnings are noise here.
   const LogLevel saved = log_level();
   set_log_level(LogLevel::kError);
-  Simulation sim(GetParam());
-  sim.run(60'000);
+  Simulation sim(GetParam().seed, GetParam().sliding_window);
+  sim.run(40'000);
   set_log_level(saved);
   std::printf("hit tokens %d, copies %d, swapped blocks %d, preemptions %d, resets %d\n",
               sim.num_hits(), sim.num_copies(), sim.num_swaps(), sim.num_preemptions(),
@@ -324,9 +355,17 @@ TEST_P(KvCacheProperty, RandomOperationsKeepInvariantsAndContents) {
   EXPECT_GT(sim.num_swaps(), 0);
   EXPECT_GT(sim.num_preemptions(), 0);
   EXPECT_GT(sim.num_resets(), 0);
+  if (GetParam().sliding_window) {
+    EXPECT_GT(sim.num_recycled_slots_seen(), 0);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, KvCacheProperty, ::testing::Values(1u, 7u, 42u, 2026u));
+INSTANTIATE_TEST_SUITE_P(Seeds, KvCacheProperty,
+                         ::testing::Values(PropertyCase{1, std::nullopt}, PropertyCase{7, std::nullopt},
+                                           PropertyCase{42, std::nullopt},
+                                           PropertyCase{2026, std::nullopt},
+                                           PropertyCase{5, 10}, PropertyCase{11, 6}),
+                         property_case_name);
 
 }  // namespace
 }  // namespace vellum::core
