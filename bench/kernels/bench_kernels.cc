@@ -1,6 +1,7 @@
 // Kernel benchmarks. Decode products and paged attention are bandwidth-bound: each reports
 // bytes_per_second of weight (or K/V) reads, to be compared with BM_ReadBandwidth from the same
-// run. The data cycles over several copies whose total exceeds the last-level cache, so the
+// run. Rates use wall time (UseRealTime: the work runs on OpenMP threads, not only on the
+// benchmark's thread). The data cycles over several copies whose total exceeds the last-level cache, so the
 // numbers are DRAM, not L3, bandwidth.
 //
 //   ../shared/bench/own-autogroup.sh build/bench/kernels/kernels_bench --benchmark_repetitions=5
@@ -73,7 +74,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.counters["GBps"] = gbps;
   state.counters["threads"] = threads;
 }
-BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_LinearDecode(benchmark::State& state, WeightType type) {
   const int64_t m = state.range(0);
@@ -92,11 +93,11 @@ void BM_LinearDecode(benchmark::State& state, WeightType type) {
       benchmark::Counter(static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(16)->Arg(32)->Arg(33)->Arg(64)
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearDecode, f16, WeightType::kF16)->Arg(1)->Arg(4)
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // oneDNN alone on the decode shapes: where it overtakes the hand-written small-m kernels
 // decides PackedLinear's kMaxSmallM.
@@ -119,7 +120,7 @@ void BM_OnednnBf16(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(copies[0]->weight_bytes()));
 }
-BENCHMARK(BM_OnednnBf16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_OnednnBf16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_LinearPrefill(benchmark::State& state, WeightType type) {
   const int64_t m = state.range(0);
@@ -134,9 +135,9 @@ void BM_LinearPrefill(benchmark::State& state, WeightType type) {
   state.counters["GFLOPs"] = benchmark::Counter(2.0 * m * kNOut * kNIn * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK_CAPTURE(BM_LinearPrefill, bf16, WeightType::kBF16)->Arg(512)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LinearPrefill, f32, WeightType::kF32)->Arg(512)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LinearPrefill, q8_0, WeightType::kQ8_0)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LinearPrefill, bf16, WeightType::kBF16)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearPrefill, f32, WeightType::kF32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearPrefill, q8_0, WeightType::kQ8_0)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Decode attention: 32 sequences × 512 tokens of context, Llama-3-8B heads (32 q, 8 kv, 128),
 // bf16 cache, block size 16; cycles over several layers' pools so K/V come from DRAM.
@@ -187,7 +188,7 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
 BENCHMARK(BM_PagedAttentionDecode)
     ->Arg(static_cast<int>(KvType::kBF16))
     ->Arg(static_cast<int>(KvType::kF32))
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace vellum::kernels

@@ -167,7 +167,7 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
     case WeightType::kBF16: return avx512::gemm_bf16_scratch_bytes(m, w.n_in);
     case WeightType::kQ8_0:
       return m > kMaxSmallMQ8 ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.k_pad),
-                                         avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in))
+                                         avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.k_pad);
     case WeightType::kF32:
     case WeightType::kF16: return 0;

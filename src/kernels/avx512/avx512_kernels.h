@@ -52,6 +52,6 @@ size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t k_pad);
 // Q8_0 for large m (needs AVX512-BF16): weight slabs dequantized to bf16, oneDNN product.
 void gemm_q8_0_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     const detail::OnednnPlainBf16Matmul& onednn, void* scratch);
-size_t gemm_q8_0_bf16_scratch_bytes(int64_t m, int64_t n_in);
+size_t gemm_q8_0_bf16_scratch_bytes(int64_t m, int64_t n_in, int64_t n_out);
 
 }  // namespace vellum::kernels::avx512
