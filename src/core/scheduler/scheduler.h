@@ -50,6 +50,9 @@ class Scheduler {
   // Throws kInvalidArgument on an invalid config, or when config.max_model_len differs from
   // kv_config.max_model_len.
   Scheduler(const SchedulerConfig& config, const KVCacheConfig& kv_config);
+  // Queues hold pointers into requests_: not copyable or movable.
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   const SchedulerConfig& config() const { return config_; }
   // The model runner reads block tables here; only the Scheduler mutates it.

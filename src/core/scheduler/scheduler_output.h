@@ -81,9 +81,10 @@ struct SchedulerOutput {
 
 // What the model runner returns for one SchedulerOutput.
 struct ModelRunnerOutput {
-  // Parallel lists. One entry per scheduled request; the sampled list is empty for a request still
-  // partway through its prompt, else 1 token (+ accepted draft tokens). Requests absent from
-  // req_ids are treated as having an empty list.
+  // Parallel lists. One entry per scheduled request: for a request with samples_token, 1 sampled
+  // token (+ accepted draft tokens); for a partial prefill chunk, an empty list (or no entry).
+  // update_from_output throws kInternal when a samples_token request gets no token or a partial
+  // chunk gets one: either would be a runner bug that silently stalls or corrupts the request.
   std::vector<std::string> req_ids;
   std::vector<std::vector<TokenId>> sampled_token_ids;
 };
