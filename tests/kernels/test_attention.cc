@@ -189,6 +189,8 @@ TEST(PagedAttention, OddShapes) {
   run_case({1, 1, 256, 32, KvType::kF32, {{31, 2}, {32, 1}, {33, 33}}, 104});
   run_case({2, 2, 300, 16, KvType::kF32, {{10, 3}}, 105});  // above the AVX-512 tile limit
   run_case({2, 2, 64, 4, KvType::kBF16, {{0, 70}}, 106});   // long prefill, several tiles
+  run_case({4, 2, 8, 16, KvType::kF32, {{0, 12}, {40, 1}}, 107});  // stories260K's heads
+  run_case({1, 1, 1, 3, KvType::kF16, {{2, 5}}, 108});             // head_dim 1
 }
 
 }  // namespace
