@@ -5,6 +5,12 @@
 // MatmulPrecision follows vLLM's --dtype: kAuto keeps the weights' own type (f32 stays f32, bf16
 // runs on AMX where present, f16 and Q8_0 use their own kernels), kBF16 converts f32/f16 weights to
 // bf16 once at pack time, kF32 dequantizes everything to f32.
+//
+// Backends (matmul.cc): small m (decode) uses Vellum's AVX-512 kernels, which read the weights
+// once for up to 4 activation rows at a time; large m uses oneDNN (AMX bf16 where present). f32
+// and bf16 weights then keep a second, oneDNN-blocked copy (2x their memory); Q8_0 prefill
+// dequantizes slabs of rows to bf16 in scratch instead. Below AVX-512 everything is scalar.
+// forward() is const and may run concurrently from several threads (each with its own scratch).
 #pragma once
 
 #include <cstddef>
