@@ -8,6 +8,22 @@
 //
 // Ownership: the manager owns block tables keyed by request id; it does not own Requests and
 // keeps no pointer to them. Not thread-safe: engine core thread only.
+//
+// Typical use by the scheduler (V1 semantics):
+//   Request r(id, prompt, params, kv.block_hasher());         // hashes the prompt's full blocks
+//   // admit a waiting request (r.num_computed_tokens == 0):
+//   ComputedBlocks hit = kv.get_computed_blocks(r);
+//   auto blocks = kv.allocate_slots(r, {.num_new_tokens = n,
+//                                       .num_new_computed_tokens = hit.num_computed_tokens,
+//                                       .new_computed_blocks = hit.block_ids,
+//                                       .full_sequence_must_fit = true});
+//   if (!blocks) { /* does not fit: stop admitting */ }
+//   r.num_computed_tokens = hit.num_computed_tokens + n;      // the scheduler advances it
+//   // a running request: kv.allocate_slots(r, {.num_new_tokens = n}); nullopt -> preempt:
+//   kv.free(r.request_id()); r.num_computed_tokens = 0;
+//   // before the model step: kv.get_block_ids(id) -> block table row;
+//   // kv.take_copy_on_writes() -> copy_blocks; swap_out()/swap_in() results -> swap_blocks.
+//   // after sampling: r.append_output_token_ids(t) (extends the hashes); finished -> kv.free(id).
 #pragma once
 
 #include <memory>
