@@ -10,7 +10,8 @@
 // once for up to 4 activation rows at a time; large m uses oneDNN (AMX bf16 where present). f32
 // and bf16 weights then keep a second, oneDNN-blocked copy (2x their memory); Q8_0 prefill
 // dequantizes slabs of rows to bf16 in scratch instead. Below AVX-512 everything is scalar.
-// forward() is const and may run concurrently from several threads (each with its own scratch).
+// Thread-safety: forward() is const but calls on one PackedLinear must not overlap (oneDNN
+// primitives share a scratchpad); it parallelises internally with OpenMP.
 #pragma once
 
 #include <cstddef>
