@@ -3,7 +3,8 @@
 // The weights are reordered once, at construction, into the blocked layout oneDNN prefers for
 // this machine (AMX / AVX512-BF16 brgemm); primitives are created per m on first use and cached
 // (creation costs ~0.1-1 ms, far more than a decode step can afford every time).
-// Thread-safety: run() may be called from several threads; the cache is mutex-protected.
+// Thread-safety: the primitive cache is mutex-protected, but executions must not overlap
+// (oneDNN primitives share a scratchpad unless built for concurrent execution).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ class OnednnMatmul {
 // bf16 GEMM on weights that change from call to call (no reorder: oneDNN packs the plain
 // weights itself inside the call). Used for Q8_0 prefill, where slabs of weight rows are
 // dequantized to bf16 just before the product. Primitives are cached per (m, n, k, ldy).
-// Thread-safe.
+// Same thread-safety as OnednnMatmul.
 class OnednnPlainBf16Matmul {
  public:
   OnednnPlainBf16Matmul();
