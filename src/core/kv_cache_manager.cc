@@ -119,6 +119,12 @@ std::optional<std::vector<BlockId>> KVCacheManager::allocate_slots(Request& requ
                ErrorCode::kInvalidArgument,
                "request {}: hit blocks passed although prefix caching is disabled", request_id);
 
+  VELLUM_CHECK(args.num_new_computed_tokens ==
+                   static_cast<int>(args.new_computed_blocks.size()) * config_.block_size,
+               ErrorCode::kInvalidArgument,
+               "request {}: num_new_computed_tokens {} does not match {} hit blocks of {} tokens; "
+               "pass get_computed_blocks()'s result unchanged", request_id,
+               args.num_new_computed_tokens, args.new_computed_blocks.size(), config_.block_size);
   // Catch scheduler bookkeeping slips early: a request without blocks has computed nothing, and a
   // running request's table covers everything it has computed.
   VELLUM_CHECK(table != nullptr || request.num_computed_tokens == 0, ErrorCode::kInvalidArgument,

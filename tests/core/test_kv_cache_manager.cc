@@ -467,6 +467,10 @@ TEST(KvCacheErrors, BadAllocateArgumentsThrow) {
   // A request without hashes cannot be looked up while caching is on.
   Request unhashed = make_request("u", iota_tokens(6), 0);
   EXPECT_THROW((void)kv.get_computed_blocks(unhashed), Error);
+  // Hit tokens that do not match the hit blocks.
+  Request mismatched = make_request("m", iota_tokens(6), 4);
+  EXPECT_THROW((void)alloc(kv, mismatched, 2, 4, {}), Error);
+  EXPECT_FALSE(kv.is_resident("m"));
   // num_computed_tokens that disagrees with the blocks held.
   Request stale = make_request("stale", iota_tokens(6), 4);
   stale.num_computed_tokens = 4;  // e.g. not reset after a recompute preemption
