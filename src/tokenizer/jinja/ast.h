@@ -161,6 +161,7 @@ struct ForStmt : Stmt {
   ExprPtr iterable;
   ExprPtr filter;  // `for x in xs if cond`; nullptr if absent
   bool recursive = false;
+  bool uses_loop_variable = true;  // false: the body never names `loop`, so it is not built
   Body body;
   Body else_body;  // rendered when no item passed the filter
 };

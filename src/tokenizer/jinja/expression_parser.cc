@@ -248,7 +248,8 @@ ExprPtr ExpressionParser::parse_primary() {
       if (n == "in" || n == "if" || n == "else" || n == "and" || n == "or" || n == "is" || n == "not") {
         fail(token, fmt::format("expected an expression, got keyword '{}'", n));
       }
-      return std::make_unique<NameExpr>(token.loc, n);
+      if (n == "loop") ++num_loop_references_;
+    return std::make_unique<NameExpr>(token.loc, n);
     }
     case TokenKind::kString: {
       std::string text = token.text;

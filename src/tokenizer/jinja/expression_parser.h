@@ -109,6 +109,7 @@ class ExpressionParser {
   int64_t parse_int(const Token& token) const;
   ExprPtr parse_primary();
 
+  int num_loop_references_ = 0;  // NameExpr "loop" created so far (see ForStmt)
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   int nesting_ = 0;

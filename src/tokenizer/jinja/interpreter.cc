@@ -194,6 +194,10 @@ class Renderer {
       count_iteration();
       const auto idx = static_cast<size_t>(i);
       assign(s.target, items[idx], *loop_frame);
+      if (!s.uses_loop_variable) {
+        if (exec_body(s.body, loop_frame, out) == Flow::kBreak) break;
+        continue;
+      }
       Object loop;
       loop.entries.reserve(12);
       loop.entries.emplace_back("index", Value(i + 1));
@@ -373,7 +377,18 @@ class Renderer {
         Value left = eval(*e.left, frame);
         if (e.op == "and") return left.truthy() ? eval(*e.right, frame) : left;
         if (e.op == "or") return left.truthy() ? left : eval(*e.right, frame);
-        return binary_op(e.op, left, eval(*e.right, frame));
+        const Value right = eval(*e.right, frame);
+        // Chains like 'a' + role + '\n' + content build one string instead of one per step.
+        if (left.is_string() && (e.op == "~" || (e.op == "+" && right.is_string()))) {
+          const std::string tail = e.op == "~" ? right.to_output() : std::string();
+          const std::string& piece = e.op == "~" ? tail : right.as_string();
+          if (left.as_string().size() + piece.size() > kMaxStringBytes) {
+            throw RenderError("string is larger than 64 MiB");
+          }
+          left.append_string(piece);
+          return left;
+        }
+        return binary_op(e.op, left, right);
       }
       case Expr::Kind::kConditional: {
         const auto& e = static_cast<const ConditionalExpr&>(expr);

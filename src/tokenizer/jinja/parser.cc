@@ -139,8 +139,10 @@ class Parser : public ExpressionParser {
     if (accept_name("recursive")) stmt->recursive = true;
     expect_block_end("for");
     ++loop_depth_;
+    const int num_loop_references = num_loop_references_;
     std::string end;
     stmt->body = parse_body({"else", "endfor"}, &end, &keyword);
+    stmt->uses_loop_variable = num_loop_references_ != num_loop_references;
     --loop_depth_;
     if (end == "else") {
       expect_block_end("else");

@@ -100,6 +100,8 @@ class Value {
   int64_t as_int() const { return int_; }
   double as_double() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
   const std::string& as_string() const { return string_; }   // also the hint of an undefined
+  // In-place append for string values (the interpreter's `a ~ b` / `a + b` on a temporary).
+  void append_string(std::string_view text) { string_ += text; }
   const Array& as_array() const { return *array_; }
   const Object& as_object() const { return *object_; }       // object or namespace
   Object& namespace_attributes() const { return *object_; }  // namespaces only
