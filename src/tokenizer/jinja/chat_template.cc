@@ -4,14 +4,58 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "tokenizer/jinja/builtins.h"
 
 namespace vellum::jinja {
+
+namespace {
+
+// transformers' continue_final_message: find the last message's text (its last text part for
+// multimodal content) in the prompt and drop everything the template appended after it. When
+// the template trimmed the message, cut after the trimmed text.
+void cut_after_final_message(std::string& prompt, const nlohmann::json& messages) {
+  VELLUM_CHECK(!messages.empty(), ErrorCode::kInvalidArgument,
+               "continue_final_message needs at least one message to continue");
+  const nlohmann::json& content = messages.back().contains("content") ? messages.back()["content"] : nlohmann::json();
+  std::string final_text;
+  bool found = false;
+  if (content.is_string()) {
+    final_text = content.get<std::string>();
+    found = true;
+  } else if (content.is_array()) {
+    for (auto it = content.rbegin(); it != content.rend() && !found; ++it) {
+      if (it->is_object() && it->contains("text") && (*it)["text"].is_string()) {
+        final_text = (*it)["text"].get<std::string>();
+        found = true;
+      }
+    }
+  }
+  VELLUM_CHECK(found, ErrorCode::kInvalidArgument,
+               "continue_final_message is set but the final message has no text content to continue");
+  const std::string stripped = python_strip(final_text, Value(), true, true);
+  const std::string lstripped = python_strip(final_text, Value(), true, false);
+  const size_t at = prompt.rfind(stripped);
+  VELLUM_CHECK(at != std::string::npos, ErrorCode::kInvalidArgument,
+               "continue_final_message is set but the final message does not appear in the rendered "
+               "prompt: the chat template changes it; check the template and the final message");
+  if (prompt.compare(at, lstripped.size(), lstripped) == 0) {
+    prompt.resize(at + lstripped.size());  // the template kept the message's trailing space
+  } else {
+    prompt.resize(at + stripped.size());
+  }
+}
+
+}  // namespace
 
 std::string ChatTemplate::apply(const nlohmann::json& messages,
                                 const ChatTemplateOptions& options) const {
   VELLUM_CHECK(messages.is_array(), ErrorCode::kInvalidArgument,
                "chat messages must be a JSON array of {{\"role\", \"content\"}} objects, got {}",
                messages.type_name());
+  VELLUM_CHECK(!(options.continue_final_message && options.add_generation_prompt),
+               ErrorCode::kInvalidArgument,
+               "continue_final_message and add_generation_prompt cannot both be set: the first "
+               "continues the last message, the second starts a new assistant turn");
   VELLUM_CHECK(options.tools.is_null() || options.tools.is_array(), ErrorCode::kInvalidArgument,
                "chat template tools must be a JSON array of tool schemas or null, got {}",
                options.tools.type_name());
@@ -34,7 +78,9 @@ std::string ChatTemplate::apply(const nlohmann::json& messages,
   context.set("eos_token", Value(options.eos_token));
   RenderOptions render_options;
   render_options.local_time = options.local_time;
-  return template_.render(Value::object(std::move(context)), render_options);
+  std::string prompt = template_.render(Value::object(std::move(context)), render_options);
+  if (options.continue_final_message) cut_after_final_message(prompt, messages);
+  return prompt;
 }
 
 std::string apply_chat_template(const std::string& template_source, const nlohmann::json& messages,

@@ -20,6 +20,10 @@ namespace vellum::jinja {
 
 struct ChatTemplateOptions {
   bool add_generation_prompt = false;  // end with the header that starts the assistant's turn
+  // Leave the final (assistant) message open so the model continues it: the prompt is cut right
+  // after that message's text, as transformers' continue_final_message does. Excludes
+  // add_generation_prompt.
+  bool continue_final_message = false;
   std::string bos_token;               // the model's BOS/EOS text, e.g. "<s>" / "</s>"
   std::string eos_token;
   nlohmann::json tools;          // array of tool schemas; null → `tools` is none in the template

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "jinja_test_util.h"
+#include "test_util.h"
 #include "tokenizer/jinja/chat_template.h"
 #include "vellum/status.h"
 
@@ -246,6 +247,25 @@ TEST(ChatTemplateTest, DeepSeekDropsReasoningFromHistory) {
   EXPECT_EQ(apply_file("deepseek.jinja", messages, {}), "<｜User｜>Q<｜Assistant｜>A<｜end▁of▁sentence｜>");
 }
 
+TEST(ChatTemplateTest, ContinueFinalMessageLeavesTheLastTurnOpen) {
+  const auto messages = nlohmann::json::parse(
+      R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "The answer is "}])");
+  ChatTemplateOptions options;
+  options.continue_final_message = true;
+  // ChatML keeps the trailing space; Gemma trims content, so the cut follows the trimmed text.
+  EXPECT_EQ(apply_file("chatml.jinja", messages, options),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nThe answer is ");
+  EXPECT_EQ(apply_file("gemma.jinja", messages, options),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nThe answer is");
+  options.add_generation_prompt = true;
+  EXPECT_THROW(apply_file("chatml.jinja", messages, options), Error);
+  options.add_generation_prompt = false;
+  // DeepSeek drops the reasoning from history, so the final message is not in the prompt.
+  const auto dropped = nlohmann::json::parse(
+      R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>r</think>gone"}])");
+  EXPECT_THROW(apply_file("deepseek.jinja", dropped, options), Error);
+}
+
 TEST(ChatTemplateTest, RendersConcurrentlyFromOneParsedTemplate) {
   const ChatTemplate tmpl = ChatTemplate::parse(read_test_template("qwen3.jinja"));
   const FamilyCase& qwen3 = kFamilies[5];
@@ -288,7 +308,7 @@ TEST(ChatTemplateTest, SelectsANamedTemplateFromAList) {
 }
 
 TEST(ChatTemplateTest, LoadsATemplateFileAndNamesAMissingOne) {
-  const auto path = std::filesystem::temp_directory_path() / "vellum-jinja-test-template.jinja";
+  const auto path = vellum::testing::temp_dir() / "chat-template.jinja";
   {
     std::ofstream file(path);
     file << "{{ messages | length }}";
