@@ -35,8 +35,9 @@ class ModelRunner {
   ModelRunner(model::Model& model, const model::KvCacheShape& shape, int64_t num_blocks,
               int64_t num_host_blocks);
 
-  // Copy-on-write copies inside the device pools, then swap-outs (device -> host) and swap-ins
-  // (host -> device). Must run before the forward pass of the step that needs them.
+  // Block moves of a step, applied before its forward pass in this order: swap_out (device ->
+  // host; the freed device blocks may be reused by this very step), swap_in (host -> device), then
+  // the copy-on-write copies inside the device pools.
   void apply_block_copies(std::span<const BlockMove> copies);
   void swap_out(std::span<const BlockMove> moves);
   void swap_in(std::span<const BlockMove> moves);

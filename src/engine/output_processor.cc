@@ -3,36 +3,10 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "core/stop_checker.h"
 
 namespace vellum::engine {
 namespace {
-
-// Where a stop string ends the text (spec §2.7, vLLM's check_stop_strings): searches only the
-// region the new characters can complete. Returns the stop string and the truncation length
-// (text.size() when nothing is to be cut), or nullopt.
-std::optional<std::pair<std::string, size_t>> find_stop_string(
-    const std::string& text, size_t num_new_bytes, const std::vector<std::string>& stops,
-    bool include_in_output) {
-  std::optional<std::pair<std::string, size_t>> best;
-  for (const std::string& stop : stops) {
-    if (stop.empty()) continue;
-    const size_t window = num_new_bytes + stop.size() - 1;
-    const size_t start = text.size() > window ? text.size() - window : 0;
-    const size_t at = text.find(stop, start);
-    if (at == std::string::npos) continue;
-    const size_t cut = include_in_output ? std::min(text.size(), at + stop.size()) : at;
-    // vLLM returns the first stop string (in the order given) that matches.
-    best = {stop, cut};
-    break;
-  }
-  return best;
-}
-
-// Largest length <= n that does not end inside a UTF-8 sequence of s.
-size_t utf8_floor(const std::string& s, size_t n) {
-  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
 
 }  // namespace
 
@@ -97,10 +71,10 @@ bool OutputProcessor::append_text(RequestState& request, Sequence& seq,
     if (params.stop.empty() || static_cast<int64_t>(num_output_tokens) <= params.min_tokens) {
       continue;
     }
-    if (auto hit = find_stop_string(seq.text, seq.text.size() - before, params.stop,
-                                    params.include_stop_str_in_output)) {
-      seq.text.resize(hit->second);
-      seq.stop_reason_text = hit->first;
+    if (auto hit = core::check_stop_strings(seq.text, static_cast<int>(seq.text.size() - before),
+                                            params.stop, params.include_stop_str_in_output)) {
+      if (hit->truncate_to >= 0) seq.text.resize(static_cast<size_t>(hit->truncate_to));
+      seq.stop_reason_text = hit->stop;
       // Tokens after the one that completed the stop string are dropped.
       seq.token_ids.resize(num_outputs_before + i + 1);
       if (seq.logprobs.size() > seq.token_ids.size()) seq.logprobs.resize(seq.token_ids.size());
@@ -170,12 +144,12 @@ RequestOutput OutputProcessor::make_output(RequestState& request, const std::str
   out.num_cached_tokens = request.num_cached_tokens;
   out.metrics = request.metrics;
   const bool delta = request.params.output_kind == RequestOutputKind::kDelta;
-  const size_t hold_back = static_cast<size_t>(request.params.output_text_buffer_length());
   for (Sequence& seq : request.sequences) {
     // Streaming hold-back: the tail that could still become a stop string is not shown yet.
     size_t visible = seq.text.size();
-    if (!seq.finish_reason && hold_back > 0) {
-      visible = utf8_floor(seq.text, visible > hold_back ? visible - hold_back : 0);
+    if (!seq.finish_reason) {
+      visible -= static_cast<size_t>(core::num_stop_string_hold_back_bytes(
+          seq.text, request.params.stop, request.params.include_stop_str_in_output));
     }
     visible = std::max(visible, std::min(seq.emitted_chars, seq.text.size()));
     const size_t text_from = delta ? seq.emitted_chars : 0;
