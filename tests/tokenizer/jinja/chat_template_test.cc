@@ -109,6 +109,9 @@ const FamilyCase kFamilies[] = {
      "help?<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜>"},
 };
 
+// Names the case in test output instead of dumping its bytes.
+void PrintTo(const FamilyCase& family, std::ostream* os) { *os << family.name; }
+
 ChatTemplateOptions family_options(const FamilyCase& family, bool add_generation_prompt) {
   ChatTemplateOptions options;
   options.add_generation_prompt = add_generation_prompt;
