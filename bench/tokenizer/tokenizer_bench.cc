@@ -198,6 +198,21 @@ void BM_Llama3LoadVocab(benchmark::State& state) {
 }
 BENCHMARK(BM_Llama3LoadVocab)->Unit(benchmark::kMillisecond);
 
+// Qwen2: 151,936 tokens, 151,387 merges.
+void BM_Qwen2LoadVocab(benchmark::State& state) {
+  const auto path = vocab_path("ggml-vocab-qwen2.gguf");
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError("vocab file not found under ../shared/models/vocab");
+    return;
+  }
+  for (auto _ : state) {
+    const auto file = vellum::gguf::GgufFile::open(path);
+    const auto tokenizer = Tokenizer::from_gguf(*file);
+    benchmark::DoNotOptimize(tokenizer.get());
+  }
+}
+BENCHMARK(BM_Qwen2LoadVocab)->Unit(benchmark::kMillisecond);
+
 // The tokenizer build alone, from an already-parsed GGUF file.
 void BM_Llama3BuildTokenizer(benchmark::State& state) {
   const auto path = vocab_path("ggml-vocab-llama-bpe.gguf");

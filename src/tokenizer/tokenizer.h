@@ -33,6 +33,11 @@ struct EncodeOptions {
   bool parse_special = false;  // text such as "<|eot_id|>" becomes that control token
 };
 
+// Decoding concatenates the tokens' bytes (SentencePiece "▁" as ' ', byte tokens as their byte,
+// byte-level BPE through GPT-2's alphabet), drops one leading space for SentencePiece-style
+// vocabularies at the start of a sequence (as HF's Strip decoder does), and replaces ill-formed
+// UTF-8 with U+FFFD. HF's clean_up_tokenization_spaces is not applied: vLLM's streamed text does
+// not apply it either, and it would make decoding lossy.
 struct DecodeOptions {
   bool skip_special_tokens = true;  // drop control and unknown tokens (BOS, EOS, <|eot_id|>...)
   // When special tokens are kept: put one space between a special token and its neighbours
