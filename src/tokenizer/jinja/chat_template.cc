@@ -13,19 +13,20 @@ namespace {
 // transformers' continue_final_message: find the last message's text (its last text part for
 // multimodal content) in the prompt and drop everything the template appended after it. When
 // the template trimmed the message, cut after the trimmed text.
-void cut_after_final_message(std::string& prompt, const nlohmann::json& messages) {
+template <typename Json>
+void cut_after_final_message(std::string& prompt, const Json& messages) {
   VELLUM_CHECK(!messages.empty(), ErrorCode::kInvalidArgument,
                "continue_final_message needs at least one message to continue");
-  const nlohmann::json& content = messages.back().contains("content") ? messages.back()["content"] : nlohmann::json();
+  const Json content = messages.back().contains("content") ? messages.back()["content"] : Json();
   std::string final_text;
   bool found = false;
   if (content.is_string()) {
-    final_text = content.get<std::string>();
+    final_text = content.template get<std::string>();
     found = true;
   } else if (content.is_array()) {
     for (auto it = content.rbegin(); it != content.rend() && !found; ++it) {
       if (it->is_object() && it->contains("text") && (*it)["text"].is_string()) {
-        final_text = (*it)["text"].get<std::string>();
+        final_text = (*it)["text"].template get<std::string>();
         found = true;
       }
     }
@@ -47,8 +48,8 @@ void cut_after_final_message(std::string& prompt, const nlohmann::json& messages
 
 }  // namespace
 
-std::string ChatTemplate::apply(const nlohmann::json& messages,
-                                const ChatTemplateOptions& options) const {
+template <typename Json>
+std::string ChatTemplate::apply_impl(const Json& messages, const ChatTemplateOptions& options) const {
   VELLUM_CHECK(messages.is_array(), ErrorCode::kInvalidArgument,
                "chat messages must be a JSON array of {{\"role\", \"content\"}} objects, got {}",
                messages.type_name());
@@ -83,7 +84,22 @@ std::string ChatTemplate::apply(const nlohmann::json& messages,
   return prompt;
 }
 
+std::string ChatTemplate::apply(const nlohmann::json& messages, const ChatTemplateOptions& options) const {
+  return apply_impl(messages, options);
+}
+
+std::string ChatTemplate::apply(const nlohmann::ordered_json& messages,
+                                const ChatTemplateOptions& options) const {
+  return apply_impl(messages, options);
+}
+
 std::string apply_chat_template(const std::string& template_source, const nlohmann::json& messages,
+                                const ChatTemplateOptions& options) {
+  return ChatTemplate::parse(template_source).apply(messages, options);
+}
+
+std::string apply_chat_template(const std::string& template_source,
+                                const nlohmann::ordered_json& messages,
                                 const ChatTemplateOptions& options) {
   return ChatTemplate::parse(template_source).apply(messages, options);
 }

@@ -26,8 +26,10 @@ struct ChatTemplateOptions {
   bool continue_final_message = false;
   std::string bos_token;               // the model's BOS/EOS text, e.g. "<s>" / "</s>"
   std::string eos_token;
-  nlohmann::json tools;          // array of tool schemas; null → `tools` is none in the template
-  nlohmann::json extra_context;  // object of extra variables, e.g. {"enable_thinking": false}
+  // ordered_json keeps the caller's key order, which `tools | tojson` prints (as Python does);
+  // a nlohmann::json assigned here converts implicitly, with its keys sorted.
+  nlohmann::ordered_json tools;          // array of tool schemas; null → `tools` is none
+  nlohmann::ordered_json extra_context;  // object of extra variables, e.g. {"enable_thinking": false}
   std::function<std::tm()> local_time;  // clock for strftime_now; empty → local time now
 };
 
@@ -37,16 +39,23 @@ class ChatTemplate {
   static ChatTemplate parse(std::string_view source) { return ChatTemplate(Template::parse(source)); }
 
   // messages: array of {"role": …, "content": …, …} objects, passed to the template as is.
+  // The ordered_json overload keeps each message's key order (visible to `message | tojson`).
   std::string apply(const nlohmann::json& messages, const ChatTemplateOptions& options) const;
+  std::string apply(const nlohmann::ordered_json& messages, const ChatTemplateOptions& options) const;
 
  private:
   explicit ChatTemplate(Template tmpl) : template_(std::move(tmpl)) {}
+  template <typename Json>
+  std::string apply_impl(const Json& messages, const ChatTemplateOptions& options) const;
   Template template_;
 };
 
 // Parses template_source and applies it once. Throws vellum::Error(kInvalidArgument) naming the
 // template line for syntax and render errors (see Template).
 std::string apply_chat_template(const std::string& template_source, const nlohmann::json& messages,
+                                const ChatTemplateOptions& options);
+std::string apply_chat_template(const std::string& template_source,
+                                const nlohmann::ordered_json& messages,
                                 const ChatTemplateOptions& options);
 
 // The template text of a `chat_template` field: a string as is; for a list of

@@ -175,6 +175,22 @@ TEST(ChatTemplateTest, Qwen25RendersToolsAsJsonLines) {
       << prompt;
 }
 
+TEST(ChatTemplateTest, OrderedJsonKeepsToolSchemaKeyOrder) {
+  // Python's json.dumps keeps insertion order; so does ordered_json (type before function here).
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "user"}, {"content", "Weather?"}});
+  ChatTemplateOptions options;
+  options.tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])");
+  const std::string prompt = apply_chat_template(read_test_template("qwen25.jinja"), messages, options);
+  EXPECT_NE(prompt.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                        "\"parameters\": {\"type\": \"object\"}}}\n</tools>"),
+            std::string::npos)
+      << prompt;
+  EXPECT_EQ(ChatTemplate::parse("{{ messages[0] | tojson }}").apply(messages, {}),
+            R"({"role": "user", "content": "Weather?"})");
+}
+
 TEST(ChatTemplateTest, Qwen3StripsHistoricalThinkingAndKeepsTheLatest) {
   const auto messages = nlohmann::json::parse(R"([
     {"role": "user", "content": "A"},
