@@ -106,7 +106,7 @@ void check_teacher_forced(const std::filesystem::path& model_path, const std::st
       }
     }
   }
-  RecordProperty("max_logprob_error", std::to_string(max_err));
+  ::testing::Test::RecordProperty("max_logprob_error", std::to_string(max_err));
 }
 
 TEST(LlamaReference, Stories260KTeacherForcedF32Kv) {
@@ -188,10 +188,17 @@ void check_greedy(const std::string& model_file, bool together, int32_t block_si
     for (size_t s : group) tokens.push_back(cases[s].prompt);
     std::vector<std::vector<int32_t>> generated(group.size());
     const size_t n_predict = cases[group[0]].generated.size();
-    while (generated[0].size() < n_predict) {
+    auto unfinished = [&] {
+      for (const auto& gen : generated) {
+        if (gen.size() < n_predict) return true;
+      }
+      return false;
+    };
+    while (unfinished()) {
       model::ForwardBatch batch;
       std::vector<bool> samples(group.size());
       for (size_t g = 0; g < group.size(); ++g) {
+        if (generated[g].size() >= n_predict) continue;  // done: no longer in the batch
         const int32_t remaining = static_cast<int32_t>(tokens[g].size()) - num_cached[g];
         const int32_t n = std::min(remaining, prefill_chunk);
         blocks.reserve(g, num_cached[g] + n);
@@ -206,7 +213,7 @@ void check_greedy(const std::string& model_file, bool together, int32_t block_si
       model->forward(batch, cache, logits.data());
       int64_t row = 0;
       for (size_t g = 0; g < group.size(); ++g) {
-        if (!samples[g]) continue;
+        if (!samples[g] || generated[g].size() >= n_predict) continue;
         const int32_t next = argmax(logits.data() + row++ * vocab, vocab);
         generated[g].push_back(next);
         tokens[g].push_back(next);

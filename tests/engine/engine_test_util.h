@@ -1,0 +1,42 @@
+// Helpers for end-to-end engine tests on the real tiny models.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "vellum/engine.h"
+
+namespace vellum::testing {
+
+inline EngineConfig tiny_engine_config(const std::filesystem::path& model) {
+  EngineConfig config;
+  config.model.model = model.string();
+  config.model.max_model_len = 512;
+  config.cache.cache_dtype = "f32";
+  config.cache.kv_cache_memory_bytes = int64_t{64} << 20;
+  config.parallel.num_threads = 2;
+  return config;
+}
+
+inline SamplingParams greedy(int64_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Runs the engine until idle; returns the final output of each request by id.
+inline std::map<std::string, RequestOutput> run_all(LLMEngine& engine, int max_steps = 100000) {
+  std::map<std::string, RequestOutput> finished;
+  for (int step = 0; engine.has_unfinished_requests() && step < max_steps; ++step) {
+    for (RequestOutput& out : engine.step()) {
+      if (out.finished) finished[out.request_id] = std::move(out);
+    }
+  }
+  return finished;
+}
+
+}  // namespace vellum::testing
