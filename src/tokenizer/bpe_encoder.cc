@@ -15,7 +15,6 @@ struct Bigram {
   int32_t left;
   int32_t right;
   uint32_t length;  // bytes of left + right when queued; a mismatch later means it is stale
-  int32_t result_id;  // the merged token
 
   // Lowest rank first; among equal ranks the leftmost pair.
   bool operator<(const Bigram& other) const {
@@ -40,10 +39,16 @@ BpeEncoder::BpeEncoder(const Vocab& vocab, const TokenIndex& index)
     : vocab_(vocab),
       index_(index),
       splitter_(std::make_unique<RegexSplitter>(vocab.pre_regexes)) {
+  VELLUM_CHECK(vocab.num_tokens() <= (1 << kIdBits) &&
+                   vocab.merges.size() < (size_t{1} << kRankBits),
+               ErrorCode::kUnsupported,
+               "BPE vocabulary too large: {} tokens and {} merges (at most {} and {})",
+               vocab.num_tokens(), vocab.merges.size(), 1 << kIdBits, (1 << kRankBits) - 1);
   size_t num_slots = 16;
-  while (num_slots < vocab.merges.size() * 2) num_slots *= 2;
-  merge_slots_.assign(num_slots, MergeSlot{0, -1, kNoToken});
+  while (num_slots * 7 < vocab.merges.size() * 10) num_slots *= 2;
+  merge_slots_.assign(num_slots, kEmptySlot);
   merge_mask_ = num_slots - 1;
+  merge_results_.resize(vocab.merges.size());
   std::string joined;
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
     const auto& [left, right] = vocab.merges[rank];
@@ -59,14 +64,15 @@ BpeEncoder::BpeEncoder(const Vocab& vocab, const TokenIndex& index)
                  "BPE merge {} ('{} {}') produces '{}', which is not in the vocabulary; the "
                  "vocabulary is corrupt",
                  rank, left, right, joined);
+    merge_results_[rank] = result_id;
     const uint64_t key = pair_key(left_id, right_id);
     for (uint64_t slot = mix(key) & merge_mask_;; slot = (slot + 1) & merge_mask_) {
-      MergeSlot& entry = merge_slots_[slot];
-      if (entry.rank < 0) {
-        entry = {key, static_cast<int32_t>(rank), result_id};
+      uint64_t& entry = merge_slots_[slot];
+      if (entry == kEmptySlot) {
+        entry = (key << kRankBits) | rank;
         break;
       }
-      if (entry.key == key) break;  // a repeated pair keeps its first (best) rank
+      if ((entry >> kRankBits) == key) break;  // a repeated pair keeps its first (best) rank
     }
   }
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -77,11 +83,13 @@ BpeEncoder::BpeEncoder(const Vocab& vocab, const TokenIndex& index)
   }
 }
 
-const BpeEncoder::MergeSlot* BpeEncoder::find_merge(uint64_t key) const {
+int32_t BpeEncoder::find_merge(uint64_t key) const {
   for (uint64_t slot = mix(key) & merge_mask_;; slot = (slot + 1) & merge_mask_) {
-    const MergeSlot& entry = merge_slots_[slot];
-    if (entry.rank < 0) return nullptr;
-    if (entry.key == key) return &entry;
+    const uint64_t entry = merge_slots_[slot];
+    if (entry == kEmptySlot) return -1;
+    if ((entry >> kRankBits) == key) {
+      return static_cast<int32_t>(entry & ((uint64_t{1} << kRankBits) - 1));
+    }
   }
 }
 
@@ -92,10 +100,9 @@ void BpeEncoder::merge_symbols(std::vector<Symbol>& symbols) const {
     const int32_t left_id = symbols[left].token_id;
     const int32_t right_id = symbols[right].token_id;
     if (left_id == kNoToken || right_id == kNoToken) return;
-    const MergeSlot* merge = find_merge(pair_key(left_id, right_id));
-    if (merge == nullptr) return;
-    queue.push({merge->rank, left, right, symbols[left].length + symbols[right].length,
-                merge->result_id});
+    const int32_t rank = find_merge(pair_key(left_id, right_id));
+    if (rank < 0) return;
+    queue.push({rank, left, right, symbols[left].length + symbols[right].length});
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
 
@@ -107,7 +114,7 @@ void BpeEncoder::merge_symbols(std::vector<Symbol>& symbols) const {
     if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length) {
       continue;
     }
-    left.token_id = bigram.result_id;
+    left.token_id = merge_results_[bigram.rank];
     left.length += right.length;
     right.length = 0;
     left.next = right.next;
