@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <unordered_map>
 
 #include "common/check.h"
@@ -14,6 +15,7 @@
 #include "engine/model_setup.h"
 #include "engine/output_processor.h"
 #include "sampling/bad_words.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "vellum/engine.h"
@@ -58,12 +60,41 @@ core::SchedulerConfig scheduler_config_from(const EngineConfig& config, int64_t 
   return out;
 }
 
-// Per child sequence: its sampling params and seeded generator.
+// Per child sequence: its sampling params, seeded generator and the ids min_tokens masks.
+// Lives in an unordered_map (stable addresses): SamplingRow spans point into it during sample().
 struct SequenceState {
   SamplingParams params;
   sampling::SamplingState sampling;
+  // Masked below min_tokens even with ignore_eos (vLLM's all_stop_token_ids); -1: no EOS.
+  int32_t eos_token_id = -1;
+  // The tokenizer's other end-of-generation ids (params.stop_token_ids are masked by the sampler).
+  std::vector<int32_t> extra_stop_token_ids;
   explicit SequenceState(const SamplingParams& p) : params(p), sampling(p) {}
 };
+
+// Prompt logprobs of a request, computed on its first sequence's prefill (vLLM skips the prefix
+// cache for such requests, so every position gets logits).
+struct PromptLogprobsState {
+  std::string request_id;
+  int64_t num_top = 0;  // -1: the whole vocabulary
+  // (num_prompt_tokens - 1): entry p is the logprob of prompt token p + 1 at position p. The first
+  // prompt token has no logprob (vLLM's leading None) and no entry.
+  std::vector<TokenLogprobs> entries;
+  bool complete = false;
+  bool sent = false;  // delta outputs carry them once
+};
+
+// Entry 0 of row r is the row's token; the rest are its top-k (or listed) alternatives.
+TokenLogprobs to_token_logprobs(const sampling::LogprobsLists& lists, int64_t r) {
+  TokenLogprobs lp;
+  const auto ids = lists.row_token_ids(r);
+  const auto values = lists.row_logprobs(r);
+  lp.token_id = ids[0];
+  lp.logprob = values[0];
+  lp.rank = static_cast<int32_t>(lists.ranks[static_cast<size_t>(r)]);
+  for (size_t k = 1; k < ids.size(); ++k) lp.top.emplace_back(ids[k], values[k]);
+  return lp;
+}
 
 class LLMEngineImpl final : public LLMEngine {
  public:
@@ -104,6 +135,10 @@ class LLMEngineImpl final : public LLMEngine {
   sampling::Sampler sampler_;
   engine::OutputProcessor output_;
   std::unordered_map<std::string, SequenceState> sequences_;  // by child (scheduler) id
+  // n > 1: the children still to fork from their parent (child 0, the only one that runs the
+  // prompt), by parent seq id. Forked when the parent samples its first token.
+  std::unordered_map<std::string, std::vector<std::string>> pending_forks_;
+  std::unordered_map<std::string, PromptLogprobsState> prompt_logprobs_;  // by parent seq id
   std::vector<std::string> pending_aborts_;
   int64_t num_kv_blocks_ = 0;
   int64_t prompt_tokens_ = 0;
@@ -115,7 +150,21 @@ class LLMEngineImpl final : public LLMEngine {
   std::vector<engine::RunnerSequence> runner_seqs_;
   std::vector<sampling::SamplingRow> rows_;
   std::vector<size_t> row_of_scheduled_;
+  std::vector<int64_t> row_src_;  // (rows_) the logits row each sampling row reads
+  std::vector<float> sample_logits_;  // (rows_, vocab) when rows do not map 1:1 to logits rows
+  struct ForkRow {
+    size_t sched_idx;  // the parent in SchedulerOutput.scheduled_requests
+    std::string child_id;
+    size_t row;  // its sampling row
+  };
+  std::vector<ForkRow> fork_rows_;
+  sampling::LogprobsLists prompt_lists_;
   sampling::SamplerOutput sampler_out_;
+
+  sampling::SamplingRow make_row(const std::string& seq_id, std::span<const int32_t> prompt,
+                                 std::span<const int32_t> outputs);
+  // Sets RequestOutput::prompt_logprobs once they are complete (once only for delta outputs).
+  void attach_prompt_logprobs(std::vector<RequestOutput>& outputs);
 };
 
 LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
@@ -179,9 +228,6 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
     return error->message;
   }
   if (params.use_beam_search) return std::string("beam search is not supported yet");
-  if (params.prompt_logprobs.has_value()) {
-    return std::string("prompt_logprobs is not supported yet");
-  }
 
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
@@ -211,6 +257,8 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   rp.priority = priority;
   rp.stop.max_tokens = max_tokens;
   rp.stop.min_tokens = static_cast<int32_t>(params.min_tokens);
+  // Cached positions would have no logits.
+  rp.skip_reading_prefix_cache = params.prompt_logprobs.has_value();
   if (!params.ignore_eos) {
     rp.stop.eos_token_id = tokenizer_->eos_id();
     // Other end-of-generation tokens (<|eot_id|>, <|im_end|>, ...) stop like stop_token_ids.
@@ -221,8 +269,9 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   rp.stop.stop_token_ids.insert(rp.stop.stop_token_ids.end(), params.stop_token_ids.begin(),
                                 params.stop_token_ids.end());
 
-  // n > 1 fans out into child requests "i_<id>" that share the prompt through the prefix cache
-  // (spec §2.9).
+  // n > 1 fans out into child sequences "i_<id>" (spec §2.9). Only child 0 runs the prompt; when
+  // its prefill samples, children 1..n-1 fork from it (sharing every KV block, copy-on-write) and
+  // sample their first token (seed + i) from the same logits row.
   std::vector<std::string> seq_ids;
   const int64_t n = params.n;
   for (int64_t i = 0; i < n; ++i) {
@@ -232,9 +281,22 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   for (int64_t i = 0; i < n; ++i) {
     const SamplingParams child = n == 1 ? params : params.child_params(i);
     sequences_.erase(seq_ids[static_cast<size_t>(i)]);
-    sequences_.emplace(seq_ids[static_cast<size_t>(i)], SequenceState(child));
-    scheduler_->add_request(
-        std::make_shared<core::Request>(seq_ids[static_cast<size_t>(i)], prompt_ids, rp, hasher_));
+    SequenceState& state =
+        sequences_.emplace(seq_ids[static_cast<size_t>(i)], SequenceState(child)).first->second;
+    state.eos_token_id = tokenizer_->eos_id().value_or(-1);
+    for (int32_t id : tokenizer_->eog_ids()) {
+      if (id != tokenizer_->eos_id()) state.extra_stop_token_ids.push_back(id);
+    }
+  }
+  scheduler_->add_request(std::make_shared<core::Request>(seq_ids[0], prompt_ids, rp, hasher_));
+  if (n > 1) pending_forks_[seq_ids[0]].assign(seq_ids.begin() + 1, seq_ids.end());
+  if (params.prompt_logprobs.has_value()) {
+    PromptLogprobsState& lp = prompt_logprobs_[seq_ids[0]];
+    lp = PromptLogprobsState{};
+    lp.request_id = request_id;
+    lp.num_top = *params.prompt_logprobs;
+    lp.entries.assign(static_cast<size_t>(prompt_len - 1), TokenLogprobs{});
+    lp.complete = prompt_len <= 1;
   }
   return std::nullopt;
 }
@@ -261,7 +323,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   }
   pending_aborts_.clear();
 
-  const core::SchedulerOutput sched = scheduler_->schedule();
+  core::SchedulerOutput sched = scheduler_->schedule();
   core::ModelRunnerOutput runner_out;
   std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
   if (sched.total_num_scheduled_tokens > 0) {
@@ -275,31 +337,91 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     runner_->swap_in(moves(sched.blocks_to_swap_in));
     runner_->apply_block_copies(moves(sched.blocks_to_copy));
 
+    const int64_t vocab = vocab_size();
     runner_seqs_.clear();
     rows_.clear();
+    row_src_.clear();
+    fork_rows_.clear();
     row_of_scheduled_.assign(sched.scheduled_requests.size(), SIZE_MAX);
+    // Per scheduled request: its first logits row and its pending prompt logprobs (or null).
+    std::vector<int64_t> first_logit_row(sched.scheduled_requests.size(), 0);
+    std::vector<PromptLogprobsState*> prompt_lp(sched.scheduled_requests.size(), nullptr);
+    int64_t num_logit_rows = 0;
     const double now = now_seconds();
     for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
       const core::ScheduledRequest& s = sched.scheduled_requests[i];
       output_.record_first_scheduled(s.request_id, now);
-      runner_seqs_.push_back({s.token_ids, s.num_computed_tokens, s.block_ids,
-                              s.samples_token ? 1 : 0});
+      int32_t num_logits = s.samples_token ? 1 : 0;
+      if (auto lp = prompt_logprobs_.find(s.request_id);
+          lp != prompt_logprobs_.end() && !lp->second.complete &&
+          s.num_computed_tokens < s.request->num_prompt_tokens() - 1) {
+        // Logits for every position of the chunk; the last one is also the sampling row.
+        prompt_lp[i] = &lp->second;
+        num_logits = static_cast<int32_t>(s.token_ids.size());
+      }
+      first_logit_row[i] = num_logit_rows;
+      num_logit_rows += num_logits;
+      runner_seqs_.push_back({s.token_ids, s.num_computed_tokens, s.block_ids, num_logits});
       if (!s.samples_token) continue;
-      SequenceState& state = sequences_.at(s.request_id);
-      sampling::SamplingRow row;
-      row.params = &state.params;
-      row.state = &state.sampling;
-      row.prompt_token_ids = s.request->prompt_token_ids();
-      row.output_token_ids = s.request->output_token_ids();
-      row.eos_token_id = s.request->params().stop.eos_token_id.value_or(-1);
       row_of_scheduled_[i] = rows_.size();
-      rows_.push_back(row);
+      rows_.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
+                               s.request->output_token_ids()));
+      row_src_.push_back(num_logit_rows - 1);
+      if (auto f = pending_forks_.find(s.request_id); f != pending_forks_.end()) {
+        for (const std::string& child_id : f->second) {
+          fork_rows_.push_back({i, child_id, rows_.size()});
+          rows_.push_back(make_row(child_id, s.request->prompt_token_ids(), {}));
+          row_src_.push_back(num_logit_rows - 1);
+        }
+      }
     }
     std::span<float> logits = runner_->execute(runner_seqs_);
+
+    for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
+      PromptLogprobsState* lp = prompt_lp[i];
+      if (lp == nullptr) continue;
+      const core::ScheduledRequest& s = sched.scheduled_requests[i];
+      const std::span<const int32_t> prompt = s.request->prompt_token_ids();
+      const int64_t begin = s.num_computed_tokens;
+      const int64_t end = std::min<int64_t>(begin + static_cast<int64_t>(s.token_ids.size()),
+                                            static_cast<int64_t>(prompt.size()) - 1);
+      const int64_t num_positions = end - begin;
+      sampling::compute_prompt_logprobs(
+          logits.data() + first_logit_row[i] * vocab, num_positions, vocab,
+          prompt.subspan(static_cast<size_t>(begin + 1), static_cast<size_t>(num_positions)),
+          lp->num_top, &prompt_lists_);
+      for (int64_t j = 0; j < num_positions; ++j) {
+        lp->entries[static_cast<size_t>(begin + j)] = to_token_logprobs(prompt_lists_, j);
+      }
+      lp->complete = end == static_cast<int64_t>(prompt.size()) - 1;
+    }
+
     if (!rows_.empty()) {
-      sampler_.sample(logits.data(), static_cast<int64_t>(rows_.size()), vocab_size(), rows_,
+      float* sample_logits = logits.data();
+      bool identity = static_cast<int64_t>(rows_.size()) == num_logit_rows;
+      for (size_t r = 0; identity && r < rows_.size(); ++r) {
+        identity = row_src_[r] == static_cast<int64_t>(r);
+      }
+      if (!identity) {
+        sample_logits_.resize(rows_.size() * static_cast<size_t>(vocab));
+        for (size_t r = 0; r < rows_.size(); ++r) {
+          std::memcpy(sample_logits_.data() + r * static_cast<size_t>(vocab),
+                      logits.data() + row_src_[r] * vocab, static_cast<size_t>(vocab) * sizeof(float));
+        }
+        sample_logits = sample_logits_.data();
+      }
+      sampler_.sample(sample_logits, static_cast<int64_t>(rows_.size()), vocab, rows_,
                       &sampler_out_);
     }
+    auto row_logprobs = [&](size_t r) {
+      std::vector<TokenLogprobs> out;
+      const auto& lists = sampler_out_.logprobs;
+      if (static_cast<int64_t>(r) < lists.num_rows() &&
+          lists.row_size(static_cast<int64_t>(r)) > 0) {
+        out.push_back(to_token_logprobs(lists, static_cast<int64_t>(r)));
+      }
+      return out;
+    };
     for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
       const core::ScheduledRequest& s = sched.scheduled_requests[i];
       runner_out.req_ids.push_back(s.request_id);
@@ -308,20 +430,34 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
         runner_out.sampled_token_ids.emplace_back();
         continue;
       }
-      const int32_t token = sampler_out_.sampled_token_ids[r];
-      runner_out.sampled_token_ids.push_back({token});
-      const auto& lists = sampler_out_.logprobs;
-      if (static_cast<int64_t>(r) < lists.num_rows() && lists.row_size(static_cast<int64_t>(r)) > 0) {
-        TokenLogprobs lp;
-        const auto ids = lists.row_token_ids(static_cast<int64_t>(r));
-        const auto values = lists.row_logprobs(static_cast<int64_t>(r));
-        lp.token_id = ids[0];
-        lp.logprob = values[0];
-        lp.rank = static_cast<int32_t>(lists.ranks[r]);
-        for (size_t k = 1; k < ids.size(); ++k) lp.top.emplace_back(ids[k], values[k]);
-        logprobs_of[i].push_back(std::move(lp));
-      }
+      runner_out.sampled_token_ids.push_back({sampler_out_.sampled_token_ids[r]});
+      logprobs_of[i] = row_logprobs(r);
     }
+
+    // Fork the children of parents whose prompt finished: they share the parent's blocks and
+    // receive their first token through update_from_output like any scheduled request.
+    std::vector<core::ScheduledRequest> forked;
+    for (const ForkRow& f : fork_rows_) {
+      const core::ScheduledRequest& parent = sched.scheduled_requests[f.sched_idx];
+      const std::span<const int32_t> prompt = parent.request->prompt_token_ids();
+      auto child = std::make_shared<core::Request>(
+          f.child_id, std::vector<int32_t>(prompt.begin(), prompt.end()),
+          parent.request->params(), hasher_);
+      scheduler_->fork_request(parent.request_id, child);
+      output_.record_first_scheduled(f.child_id, now);
+      core::ScheduledRequest cs;
+      cs.request_id = f.child_id;
+      cs.request = child;
+      cs.kind = core::ScheduledKind::kRunning;
+      cs.num_computed_tokens = parent.num_computed_tokens;
+      cs.samples_token = true;
+      forked.push_back(std::move(cs));
+      runner_out.req_ids.push_back(f.child_id);
+      runner_out.sampled_token_ids.push_back({sampler_out_.sampled_token_ids[f.row]});
+      logprobs_of.push_back(row_logprobs(f.row));
+      pending_forks_.erase(parent.request_id);
+    }
+    for (core::ScheduledRequest& cs : forked) sched.scheduled_requests.push_back(std::move(cs));
   }
   const std::vector<core::EngineCoreOutput> core_outputs =
       scheduler_->update_from_output(sched, runner_out);
@@ -354,6 +490,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   }
 
   engine::OutputProcessor::Result result = output_.process(updates, now_seconds());
+  attach_prompt_logprobs(result.outputs);
   for (const std::string& seq_id : result.stopped_seq_ids) {
     scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedStopped);
   }
@@ -365,7 +502,36 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       ++it;
     }
   }
+  std::erase_if(pending_forks_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
+  std::erase_if(prompt_logprobs_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
   return std::move(result.outputs);
+}
+
+sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
+                                              std::span<const int32_t> prompt,
+                                              std::span<const int32_t> outputs) {
+  SequenceState& state = sequences_.at(seq_id);
+  sampling::SamplingRow row;
+  row.params = &state.params;
+  row.state = &state.sampling;
+  row.prompt_token_ids = prompt;
+  row.output_token_ids = outputs;
+  row.eos_token_id = state.eos_token_id;
+  row.extra_stop_token_ids = state.extra_stop_token_ids;
+  return row;
+}
+
+void LLMEngineImpl::attach_prompt_logprobs(std::vector<RequestOutput>& outputs) {
+  if (prompt_logprobs_.empty()) return;
+  for (RequestOutput& out : outputs) {
+    for (auto& [seq_id, lp] : prompt_logprobs_) {
+      if (lp.request_id != out.request_id || !lp.complete) continue;
+      if (lp.sent && sequences_.at(seq_id).params.output_kind == RequestOutputKind::kDelta) break;
+      out.prompt_logprobs = lp.entries;
+      lp.sent = true;
+      break;
+    }
+  }
 }
 
 EngineStats LLMEngineImpl::stats() const {

@@ -108,6 +108,15 @@ class Scheduler {
   // Metrics snapshot; resets the per-interval counters and the prefix-cache stats.
   SchedulerStats make_stats();
 
+  // Forks a running request (parallel sampling and beam search, spec §2.10): `child` (new: status
+  // waiting, nothing computed; same prompt, its own outputs) joins running_ at the end, sharing
+  // every KV block of the parent (KVCacheManager::fork, ref counts only). Its num_computed_tokens
+  // and num_cached_tokens become the parent's. The first write into a shared partial block copies
+  // it (copy-on-write); the copy is reported in the next SchedulerOutput.blocks_to_copy. Throws
+  // kInvalidArgument when the parent is not running, the child id is in use, or the child has
+  // fewer tokens than the parent has computed.
+  void fork_request(std::string_view parent_id, std::shared_ptr<Request> child);
+
   // Queue/status/KV consistency (and KVCacheManager::check_invariants). Throws kInternal on the
   // first violation. O(requests + blocks); for tests.
   void check_invariants() const;

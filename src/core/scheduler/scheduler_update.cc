@@ -235,4 +235,29 @@ void Scheduler::check_invariants() const {
   kv_.check_invariants();
 }
 
+void Scheduler::fork_request(std::string_view parent_id, std::shared_ptr<Request> child) {
+  VELLUM_CHECK(child != nullptr, ErrorCode::kInvalidArgument, "fork_request: null child");
+  auto it = requests_.find(parent_id);
+  VELLUM_CHECK(it != requests_.end() && it->second->status == RequestStatus::kRunning,
+               ErrorCode::kInvalidArgument,
+               "fork_request: parent {} is not running; fork only a running request", parent_id);
+  const Request& parent = *it->second;
+  const std::string& id = child->request_id();
+  VELLUM_CHECK(!requests_.contains(id), ErrorCode::kInvalidArgument,
+               "fork_request: child id {} is already in the scheduler; ids must be unique", id);
+  VELLUM_CHECK(child->status == RequestStatus::kWaiting && child->num_computed_tokens == 0 &&
+                   child->num_tokens() >= parent.num_computed_tokens,
+               ErrorCode::kInvalidArgument,
+               "fork_request: child {} must be new and hold at least the parent's {} computed "
+               "tokens (has {})",
+               id, parent.num_computed_tokens, child->num_tokens());
+  kv_.fork(parent_id, id);
+  child->status = RequestStatus::kRunning;
+  child->num_computed_tokens = parent.num_computed_tokens;
+  child->num_cached_tokens = parent.num_cached_tokens;
+  running_.push_back(child.get());
+  requests_.emplace(id, std::move(child));
+  VELLUM_DEBUG_ONLY(check_invariants());
+}
+
 }  // namespace vellum::core
