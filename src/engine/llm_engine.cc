@@ -2,6 +2,7 @@
 // processor (DESIGN.md §1, spec §2.9).
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "engine/model_setup.h"
 #include "engine/output_processor.h"
 #include "sampling/bad_words.h"
+#include "sampling/beam_search.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -84,6 +86,30 @@ struct PromptLogprobsState {
   bool sent = false;  // delta outputs carry them once
 };
 
+// A beam search request (use_beam_search; n = width): its live beams are scheduler requests that
+// advance in lockstep. Each step every live beam's logits go through sampling::beam_search_step;
+// a kept candidate continues in its parent's request (the first one) or in a fork of it (copy-on-
+// write), and parents without a kept candidate are freed. Final-only output, like vLLM.
+struct BeamGroup {
+  struct Beam {
+    std::string seq_id;
+    std::vector<int32_t> output_ids;
+    double cum_logprob = 0.0;
+  };
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+  sampling::BeamSearchConfig config;
+  int64_t max_tokens = 0;
+  int64_t num_steps = 0;
+  int64_t num_beams_made = 0;  // names forks uniquely
+  double arrival_time = 0.0;
+  std::vector<Beam> live;
+  // Beams that ended on EOS: their candidate (parent_beam = index into completed_ids).
+  std::vector<sampling::BeamCandidate> completed;
+  std::vector<std::vector<int32_t>> completed_ids;
+};
+
 // Entry 0 of row r is the row's token; the rest are its top-k (or listed) alternatives.
 TokenLogprobs to_token_logprobs(const sampling::LogprobsLists& lists, int64_t r) {
   TokenLogprobs lp;
@@ -105,7 +131,7 @@ class LLMEngineImpl final : public LLMEngine {
   bool abort_request(const std::string& request_id) override;
   std::vector<RequestOutput> step() override;
   bool has_unfinished_requests() const override {
-    return scheduler_->has_requests() || output_.num_requests() > 0;
+    return scheduler_->has_requests() || output_.num_requests() > 0 || !beam_groups_.empty();
   }
   EngineStats stats() const override;
   const EngineConfig& config() const override { return config_; }
@@ -139,6 +165,8 @@ class LLMEngineImpl final : public LLMEngine {
   // prompt), by parent seq id. Forked when the parent samples its first token.
   std::unordered_map<std::string, std::vector<std::string>> pending_forks_;
   std::unordered_map<std::string, PromptLogprobsState> prompt_logprobs_;  // by parent seq id
+  std::unordered_map<std::string, BeamGroup> beam_groups_;   // by request id
+  std::unordered_map<std::string, std::string> beam_of_seq_;  // beam seq id -> request id
   std::vector<std::string> pending_aborts_;
   int64_t num_kv_blocks_ = 0;
   int64_t prompt_tokens_ = 0;
@@ -159,10 +187,30 @@ class LLMEngineImpl final : public LLMEngine {
   };
   std::vector<ForkRow> fork_rows_;
   sampling::LogprobsLists prompt_lists_;
+  std::vector<std::pair<size_t, int64_t>> beam_rows_;  // (scheduled index, logits row) of beams
+  struct BeamFork {
+    size_t sched_idx;  // the parent beam in SchedulerOutput.scheduled_requests
+    std::string child_id;
+    int32_t token_id;
+  };
+  std::vector<BeamFork> beam_forks_;
+  std::unordered_map<std::string, int32_t> beam_tokens_;  // continuing beams: their next token
+  std::vector<float> beam_logits_;
   sampling::SamplerOutput sampler_out_;
 
   sampling::SamplingRow make_row(const std::string& seq_id, std::span<const int32_t> prompt,
                                  std::span<const int32_t> outputs);
+  std::optional<std::string> add_beam_search(const std::string& request_id,
+                                             const std::string& prompt_text,
+                                             const std::vector<int32_t>& prompt_ids,
+                                             const SamplingParams& params, core::RequestParams rp,
+                                             int max_tokens);
+  // One beam search step for every group whose live beams all have logits in this step: fills
+  // beam_tokens_ and beam_forks_, frees pruned beams, finishes groups that are done.
+  void run_beam_steps(const core::SchedulerOutput& sched, std::span<const float> logits,
+                      std::vector<RequestOutput>* finished);
+  // Final output of a beam group; frees its live beams in the scheduler and forgets the group.
+  RequestOutput finish_beam_group(const std::string& request_id, bool aborted);
   // Sets RequestOutput::prompt_logprobs once they are complete (once only for delta outputs).
   void attach_prompt_logprobs(std::vector<RequestOutput>& outputs);
 };
@@ -227,7 +275,12 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   if (auto error = params.validate_for_model(SamplingModelLimits{vocab_size()})) {
     return error->message;
   }
-  if (params.use_beam_search) return std::string("beam search is not supported yet");
+  if (beam_groups_.contains(request_id)) {
+    return "a request with id '" + request_id + "' is already running";
+  }
+  if (params.use_beam_search && params.prompt_logprobs.has_value()) {
+    return std::string("prompt_logprobs is not supported with beam search");
+  }
 
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
@@ -269,6 +322,9 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   rp.stop.stop_token_ids.insert(rp.stop.stop_token_ids.end(), params.stop_token_ids.begin(),
                                 params.stop_token_ids.end());
 
+  if (params.use_beam_search) {
+    return add_beam_search(request_id, prompt_text, prompt_ids, params, rp, max_tokens);
+  }
   // n > 1 fans out into child sequences "i_<id>" (spec §2.9). Only child 0 runs the prompt; when
   // its prefill samples, children 1..n-1 fork from it (sharing every KV block, copy-on-write) and
   // sample their first token (seed + i) from the same logits row.
@@ -301,7 +357,80 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   return std::nullopt;
 }
 
+std::optional<std::string> LLMEngineImpl::add_beam_search(const std::string& request_id,
+                                                          const std::string& prompt_text,
+                                                          const std::vector<int32_t>& prompt_ids,
+                                                          const SamplingParams& params,
+                                                          core::RequestParams rp, int max_tokens) {
+  BeamGroup& g = beam_groups_[request_id];
+  g = BeamGroup{};
+  g.prompt_text = prompt_text;
+  g.prompt_ids = prompt_ids;
+  g.params = params;
+  g.config.beam_width = params.n;
+  g.config.length_penalty = params.length_penalty;
+  g.config.eos_token_id = tokenizer_->eos_id().value_or(-1);
+  g.config.ignore_eos = params.ignore_eos;
+  g.max_tokens = max_tokens;
+  g.arrival_time = rp.arrival_time;
+  g.num_beams_made = 1;
+  // The group decides EOS and length itself; the scheduler only caps the length.
+  rp.stop = core::RequestStopParams{};
+  rp.stop.max_tokens = max_tokens;
+  const std::string seq_id = "beam0_" + request_id;
+  g.live.push_back({seq_id, {}, 0.0});
+  beam_of_seq_[seq_id] = request_id;
+  scheduler_->add_request(std::make_shared<core::Request>(seq_id, prompt_ids, rp, hasher_));
+  return std::nullopt;
+}
+
+RequestOutput LLMEngineImpl::finish_beam_group(const std::string& request_id, bool aborted) {
+  BeamGroup& g = beam_groups_.at(request_id);
+  std::vector<std::vector<int32_t>> ids = g.completed_ids;
+  std::vector<sampling::BeamCandidate> live;
+  const int64_t num_prompt = static_cast<int64_t>(g.prompt_ids.size());
+  for (const BeamGroup::Beam& beam : g.live) {
+    sampling::BeamCandidate c;
+    c.parent_beam = static_cast<int64_t>(ids.size());
+    c.cum_logprob = beam.cum_logprob;
+    c.seq_len = num_prompt + static_cast<int64_t>(beam.output_ids.size());
+    c.score = sampling::beam_search_score(c.seq_len, c.cum_logprob, false,
+                                          g.config.length_penalty);
+    live.push_back(c);
+    ids.push_back(beam.output_ids);
+    scheduler_->finish_request(beam.seq_id, core::RequestStatus::kFinishedAborted);
+    beam_of_seq_.erase(beam.seq_id);
+  }
+  const std::vector<sampling::BeamCandidate> best =
+      sampling::finalize_beams(g.completed, live, g.config.beam_width);
+  RequestOutput out;
+  out.request_id = request_id;
+  out.prompt = g.prompt_text;
+  out.prompt_token_ids = g.prompt_ids;
+  out.finished = true;
+  out.metrics.arrival_time = g.arrival_time;
+  out.metrics.finished_time = now_seconds();
+  for (size_t i = 0; i < best.size(); ++i) {
+    const sampling::BeamCandidate& c = best[i];
+    CompletionOutput o;
+    o.index = static_cast<int32_t>(i);
+    o.token_ids = ids[static_cast<size_t>(c.parent_beam)];
+    if (g.params.detokenize) o.text = decode(o.token_ids, g.params.skip_special_tokens);
+    o.cumulative_logprob = c.cum_logprob;
+    const bool ended_on_eos = c.parent_beam < static_cast<int64_t>(g.completed_ids.size());
+    o.finish_reason = aborted ? "abort" : (ended_on_eos ? "stop" : "length");
+    if (ended_on_eos && !aborted) o.stop_reason_token = g.config.eos_token_id;
+    out.outputs.push_back(std::move(o));
+  }
+  beam_groups_.erase(request_id);
+  return out;
+}
+
 bool LLMEngineImpl::abort_request(const std::string& request_id) {
+  if (beam_groups_.contains(request_id)) {
+    pending_aborts_.push_back(request_id);
+    return true;
+  }
   if (!output_.has_request(request_id)) return false;
   pending_aborts_.push_back(request_id);
   return true;
@@ -310,7 +439,12 @@ bool LLMEngineImpl::abort_request(const std::string& request_id) {
 std::vector<RequestOutput> LLMEngineImpl::step() {
   // Aborts: finish every child in the scheduler; their final outputs come from update_from_output.
   std::vector<engine::SequenceUpdate> updates;
+  std::vector<RequestOutput> beam_outputs;
   for (const std::string& request_id : pending_aborts_) {
+    if (beam_groups_.contains(request_id)) {
+      beam_outputs.push_back(finish_beam_group(request_id, true));
+      continue;
+    }
     for (const auto& [seq_id, state] : sequences_) {
       if (output_.request_of(seq_id) == request_id) {
         scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedAborted);
@@ -342,6 +476,9 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     rows_.clear();
     row_src_.clear();
     fork_rows_.clear();
+    beam_rows_.clear();
+    beam_forks_.clear();
+    beam_tokens_.clear();
     row_of_scheduled_.assign(sched.scheduled_requests.size(), SIZE_MAX);
     // Per scheduled request: its first logits row and its pending prompt logprobs (or null).
     std::vector<int64_t> first_logit_row(sched.scheduled_requests.size(), 0);
@@ -363,6 +500,10 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       num_logit_rows += num_logits;
       runner_seqs_.push_back({s.token_ids, s.num_computed_tokens, s.block_ids, num_logits});
       if (!s.samples_token) continue;
+      if (beam_of_seq_.contains(s.request_id)) {
+        beam_rows_.push_back({i, num_logit_rows - 1});
+        continue;
+      }
       row_of_scheduled_[i] = rows_.size();
       rows_.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
                                s.request->output_token_ids()));
@@ -422,12 +563,18 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       }
       return out;
     };
+    run_beam_steps(sched, logits, &beam_outputs);
     for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
       const core::ScheduledRequest& s = sched.scheduled_requests[i];
       runner_out.req_ids.push_back(s.request_id);
       const size_t r = row_of_scheduled_[i];
       if (r == SIZE_MAX) {
-        runner_out.sampled_token_ids.emplace_back();
+        // Beams get the token their group chose (none when pruned: they are finished by now).
+        if (auto b = beam_tokens_.find(s.request_id); b != beam_tokens_.end()) {
+          runner_out.sampled_token_ids.push_back({b->second});
+        } else {
+          runner_out.sampled_token_ids.emplace_back();
+        }
         continue;
       }
       runner_out.sampled_token_ids.push_back({sampler_out_.sampled_token_ids[r]});
@@ -456,6 +603,26 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       runner_out.sampled_token_ids.push_back({sampler_out_.sampled_token_ids[f.row]});
       logprobs_of.push_back(row_logprobs(f.row));
       pending_forks_.erase(parent.request_id);
+    }
+    for (const BeamFork& f : beam_forks_) {
+      if (!beam_of_seq_.contains(f.child_id)) continue;  // its group finished this step
+      const core::ScheduledRequest& parent = sched.scheduled_requests[f.sched_idx];
+      const std::span<const int32_t> prompt = parent.request->prompt_token_ids();
+      auto child = std::make_shared<core::Request>(
+          f.child_id, std::vector<int32_t>(prompt.begin(), prompt.end()),
+          parent.request->params(), hasher_);
+      child->append_output_token_ids(parent.request->output_token_ids());
+      scheduler_->fork_request(parent.request_id, child);
+      core::ScheduledRequest cs;
+      cs.request_id = f.child_id;
+      cs.request = child;
+      cs.kind = core::ScheduledKind::kRunning;
+      cs.num_computed_tokens = parent.num_computed_tokens;
+      cs.samples_token = true;
+      forked.push_back(std::move(cs));
+      runner_out.req_ids.push_back(f.child_id);
+      runner_out.sampled_token_ids.push_back({f.token_id});
+      logprobs_of.emplace_back();
     }
     for (core::ScheduledRequest& cs : forked) sched.scheduled_requests.push_back(std::move(cs));
   }
@@ -491,6 +658,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
 
   engine::OutputProcessor::Result result = output_.process(updates, now_seconds());
   attach_prompt_logprobs(result.outputs);
+  for (RequestOutput& out : beam_outputs) result.outputs.push_back(std::move(out));
   for (const std::string& seq_id : result.stopped_seq_ids) {
     scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedStopped);
   }
@@ -519,6 +687,87 @@ sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
   row.eos_token_id = state.eos_token_id;
   row.extra_stop_token_ids = state.extra_stop_token_ids;
   return row;
+}
+
+void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
+                                   std::span<const float> logits,
+                                   std::vector<RequestOutput>* finished) {
+  if (beam_rows_.empty()) return;
+  const int64_t vocab = vocab_size();
+  // Logits row of each scheduled beam, by seq id; the groups that have any.
+  std::unordered_map<std::string, std::pair<size_t, int64_t>> row_of_beam;
+  std::vector<std::string> groups;
+  for (const auto& [sched_idx, row] : beam_rows_) {
+    const std::string& seq_id = sched.scheduled_requests[sched_idx].request_id;
+    row_of_beam.emplace(seq_id, std::make_pair(sched_idx, row));
+    const std::string& request_id = beam_of_seq_.at(seq_id);
+    if (std::find(groups.begin(), groups.end(), request_id) == groups.end()) {
+      groups.push_back(request_id);
+    }
+  }
+  for (const std::string& request_id : groups) {
+    BeamGroup& g = beam_groups_.at(request_id);
+    const size_t num_live = g.live.size();
+    size_t num_ready = 0;
+    for (const BeamGroup::Beam& beam : g.live) num_ready += row_of_beam.count(beam.seq_id);
+    if (num_ready != num_live) {
+      // Beams advance in lockstep; one preempted beam would stall the others (their tokens are
+      // due now). Rare (KV pressure); the request ends as aborted rather than diverging.
+      VELLUM_LOG_WARN("beam search request {}: {} of {} beams ran this step (preempted); aborting it",
+                      request_id, num_ready, num_live);
+      finished->push_back(finish_beam_group(request_id, true));
+      continue;
+    }
+    beam_logits_.resize(num_live * static_cast<size_t>(vocab));
+    std::vector<sampling::BeamState> states(num_live);
+    for (size_t b = 0; b < num_live; ++b) {
+      const int64_t row = row_of_beam.at(g.live[b].seq_id).second;
+      std::memcpy(beam_logits_.data() + b * static_cast<size_t>(vocab), logits.data() + row * vocab,
+                  static_cast<size_t>(vocab) * sizeof(float));
+      states[b].cum_logprob = g.live[b].cum_logprob;
+      states[b].seq_len =
+          static_cast<int64_t>(g.prompt_ids.size() + g.live[b].output_ids.size());
+    }
+    sampling::BeamSearchStep step =
+        sampling::beam_search_step_from_logits(states, beam_logits_.data(), vocab, g.config);
+    ++g.num_steps;
+    for (sampling::BeamCandidate c : step.completed) {
+      std::vector<int32_t> ids = g.live[static_cast<size_t>(c.parent_beam)].output_ids;
+      ids.push_back(c.token_id);
+      c.parent_beam = static_cast<int64_t>(g.completed_ids.size());
+      g.completed_ids.push_back(std::move(ids));
+      g.completed.push_back(c);
+    }
+    std::vector<BeamGroup::Beam> next;
+    std::vector<bool> continued(num_live, false);
+    for (const sampling::BeamCandidate& c : step.next_beams) {
+      const size_t p = static_cast<size_t>(c.parent_beam);
+      BeamGroup::Beam beam;
+      beam.output_ids = g.live[p].output_ids;
+      beam.output_ids.push_back(c.token_id);
+      beam.cum_logprob = c.cum_logprob;
+      if (!continued[p]) {
+        continued[p] = true;
+        beam.seq_id = g.live[p].seq_id;
+        beam_tokens_[beam.seq_id] = c.token_id;
+      } else {
+        beam.seq_id = "beam" + std::to_string(g.num_beams_made++) + "_" + request_id;
+        beam_forks_.push_back({row_of_beam.at(g.live[p].seq_id).first, beam.seq_id, c.token_id});
+        beam_of_seq_[beam.seq_id] = request_id;
+      }
+      next.push_back(std::move(beam));
+    }
+    for (size_t p = 0; p < num_live; ++p) {
+      if (continued[p]) continue;
+      scheduler_->finish_request(g.live[p].seq_id, core::RequestStatus::kFinishedAborted);
+      beam_of_seq_.erase(g.live[p].seq_id);
+    }
+    g.live = std::move(next);
+    if (g.live.empty() || g.num_steps >= g.max_tokens) {
+      for (const BeamGroup::Beam& beam : g.live) beam_tokens_.erase(beam.seq_id);
+      finished->push_back(finish_beam_group(request_id, false));
+    }
+  }
 }
 
 void LLMEngineImpl::attach_prompt_logprobs(std::vector<RequestOutput>& outputs) {

@@ -3,6 +3,7 @@
 // with forked (copy-on-write) prompt blocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -241,6 +242,114 @@ TEST(EngineSampling, AbortBeforeForkFinishesEveryChild) {
   ASSERT_EQ(outputs.at("a").outputs.size(), 3u);
   for (const auto& o : outputs.at("a").outputs) EXPECT_EQ(o.finish_reason, "abort");
   EXPECT_FALSE(engine->has_unfinished_requests());
+}
+
+// Beam search (width 4, 3 steps, EOS handled, length_penalty 1) against an exhaustive search of
+// every continuation of up to 3 tokens scored the same way (cum_logprob / seq_len, EOS not
+// counted). The exhaustive search is a branch and bound over the model's top-20 logprobs per
+// prefix: an extension of a prefix with cumulative logprob c scores at most c / (P + 3) (c < 0
+// and seq_len <= P + 3), so prefixes below the beam's worst score minus a margin cannot hold a
+// better sequence; the top-20 cut-off is checked to be below that bound too, so no unlisted
+// token could have mattered.
+TEST(EngineSampling, BeamSearchMatchesExhaustiveSearch) {
+  VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
+  auto engine = LLMEngine::create(testing::tiny_engine_config(model_path));
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};  // "Once upon a time"
+  const double num_prompt = static_cast<double>(prompt.size());
+  constexpr int kSteps = 3;
+  constexpr size_t kWidth = 4;
+
+  SamplingParams beam;
+  beam.use_beam_search = true;
+  beam.n = kWidth;
+  beam.max_tokens = kSteps;
+  beam.temperature = 0.0;
+  ASSERT_FALSE(engine->add_request("beam", prompt, beam));
+  const RequestOutput result = testing::run_all(*engine).at("beam");
+  ASSERT_EQ(result.outputs.size(), kWidth);
+  auto score = [&](const std::vector<int32_t>& ids, double cum) {
+    const bool eos = !ids.empty() && ids.back() == kStoriesEosId;
+    return cum / (num_prompt + static_cast<double>(ids.size()) - (eos ? 1.0 : 0.0));
+  };
+  double threshold = 0.0;
+  for (const CompletionOutput& o : result.outputs) {
+    threshold = std::min(threshold, score(o.token_ids, o.cumulative_logprob));
+  }
+  threshold -= 1e-3;
+
+  // Top-20 logprobs after each prefix, through the engine, one batch per level.
+  auto next_logprobs = [&](const std::vector<std::vector<int32_t>>& prefixes) {
+    SamplingParams p = testing::greedy(1);
+    p.logprobs = 20;
+    for (size_t i = 0; i < prefixes.size(); ++i) {
+      std::vector<int32_t> ids = prompt;
+      ids.insert(ids.end(), prefixes[i].begin(), prefixes[i].end());
+      EXPECT_FALSE(engine->add_request("x" + std::to_string(i), ids, p));
+    }
+    auto outs = testing::run_all(*engine);
+    std::vector<std::vector<std::pair<int32_t, float>>> lists;
+    for (size_t i = 0; i < prefixes.size(); ++i) {
+      lists.push_back(outs.at("x" + std::to_string(i)).outputs.at(0).logprobs->at(0).top);
+    }
+    return lists;
+  };
+  struct Seq {
+    std::vector<int32_t> ids;
+    double cum;
+  };
+  std::vector<Seq> frontier = {{{}, 0.0}};
+  std::vector<Seq> finished;
+  for (int step = 0; step < kSteps && !frontier.empty(); ++step) {
+    std::vector<std::vector<int32_t>> prefixes;
+    for (const Seq& s : frontier) prefixes.push_back(s.ids);
+    const auto lists = next_logprobs(prefixes);
+    std::vector<Seq> next;
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      ASSERT_EQ(lists[i].size(), 20u);
+      const double cut = frontier[i].cum + lists[i].back().second;
+      ASSERT_LT(cut / (num_prompt + kSteps), threshold) << "top-20 is too short to be exhaustive";
+      for (const auto& [token, lp] : lists[i]) {
+        Seq s{frontier[i].ids, frontier[i].cum + lp};
+        s.ids.push_back(token);
+        if (s.cum / (num_prompt + kSteps) < threshold) continue;  // no extension can reach it
+        if (token == kStoriesEosId || step + 1 == kSteps) {
+          finished.push_back(std::move(s));
+        } else {
+          next.push_back(std::move(s));
+        }
+      }
+    }
+    frontier = std::move(next);
+  }
+  std::stable_sort(finished.begin(), finished.end(), [&](const Seq& a, const Seq& b) {
+    return score(a.ids, a.cum) > score(b.ids, b.cum);
+  });
+  ASSERT_GE(finished.size(), kWidth);
+  for (size_t k = 0; k < kWidth; ++k) {
+    EXPECT_EQ(result.outputs[k].token_ids, finished[k].ids) << "rank " << k;
+    EXPECT_NEAR(result.outputs[k].cumulative_logprob, finished[k].cum, 1e-3) << "rank " << k;
+  }
+}
+
+TEST(EngineSampling, BeamSearchReleasesEveryBlock) {
+  VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
+  auto engine = LLMEngine::create(testing::tiny_engine_config(model_path));
+  SamplingParams beam;
+  beam.use_beam_search = true;
+  beam.n = 3;
+  beam.max_tokens = 10;
+  beam.length_penalty = 0.5;
+  ASSERT_FALSE(engine->add_request("b", std::string("Once upon a time"), beam));
+  const RequestOutput out = testing::run_all(*engine).at("b");
+  ASSERT_EQ(out.outputs.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(out.outputs[k].index, static_cast<int32_t>(k));
+    EXPECT_FALSE(out.outputs[k].token_ids.empty());
+    EXPECT_FALSE(out.outputs[k].text.empty());
+  }
+  EXPECT_EQ(out.outputs[0].token_ids.size(), 10u);
+  EXPECT_EQ(blocks_in_use(*engine), 0);
+  EXPECT_EQ(engine->stats().num_running, 0);
 }
 
 }  // namespace
