@@ -12,11 +12,11 @@
 #include "common/logging.h"
 #include "core/scheduler/input_validation.h"
 #include "core/scheduler/scheduler.h"
+#include "engine/beam_search_driver.h"
 #include "engine/model_runner.h"
 #include "engine/model_setup.h"
 #include "engine/output_processor.h"
 #include "sampling/bad_words.h"
-#include "sampling/beam_search.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -86,30 +86,6 @@ struct PromptLogprobsState {
   bool sent = false;  // delta outputs carry them once
 };
 
-// A beam search request (use_beam_search; n = width): its live beams are scheduler requests that
-// advance in lockstep. Each step every live beam's logits go through sampling::beam_search_step;
-// a kept candidate continues in its parent's request (the first one) or in a fork of it (copy-on-
-// write), and parents without a kept candidate are freed. Final-only output, like vLLM.
-struct BeamGroup {
-  struct Beam {
-    std::string seq_id;
-    std::vector<int32_t> output_ids;
-    double cum_logprob = 0.0;
-  };
-  std::string prompt_text;
-  std::vector<int32_t> prompt_ids;
-  SamplingParams params;
-  sampling::BeamSearchConfig config;
-  int64_t max_tokens = 0;
-  int64_t num_steps = 0;
-  int64_t num_beams_made = 0;  // names forks uniquely
-  double arrival_time = 0.0;
-  std::vector<Beam> live;
-  // Beams that ended on EOS: their candidate (parent_beam = index into completed_ids).
-  std::vector<sampling::BeamCandidate> completed;
-  std::vector<std::vector<int32_t>> completed_ids;
-};
-
 // Entry 0 of row r is the row's token; the rest are its top-k (or listed) alternatives.
 TokenLogprobs to_token_logprobs(const sampling::LogprobsLists& lists, int64_t r) {
   TokenLogprobs lp;
@@ -165,7 +141,7 @@ class LLMEngineImpl final : public LLMEngine {
   // prompt), by parent seq id. Forked when the parent samples its first token.
   std::unordered_map<std::string, std::vector<std::string>> pending_forks_;
   std::unordered_map<std::string, PromptLogprobsState> prompt_logprobs_;  // by parent seq id
-  std::unordered_map<std::string, BeamGroup> beam_groups_;   // by request id
+  std::unordered_map<std::string, engine::BeamSearchGroup> beam_groups_;  // by request id
   std::unordered_map<std::string, std::string> beam_of_seq_;  // beam seq id -> request id
   std::vector<std::string> pending_aborts_;
   int64_t num_kv_blocks_ = 0;
@@ -195,7 +171,7 @@ class LLMEngineImpl final : public LLMEngine {
   };
   std::vector<BeamFork> beam_forks_;
   std::unordered_map<std::string, int32_t> beam_tokens_;  // continuing beams: their next token
-  std::vector<float> beam_logits_;
+  std::vector<float> beam_logits_;  // (live beams, vocab) logits of one group
   sampling::SamplerOutput sampler_out_;
 
   sampling::SamplingRow make_row(const std::string& seq_id, std::span<const int32_t> prompt,
@@ -362,66 +338,34 @@ std::optional<std::string> LLMEngineImpl::add_beam_search(const std::string& req
                                                           const std::vector<int32_t>& prompt_ids,
                                                           const SamplingParams& params,
                                                           core::RequestParams rp, int max_tokens) {
-  BeamGroup& g = beam_groups_[request_id];
-  g = BeamGroup{};
-  g.prompt_text = prompt_text;
-  g.prompt_ids = prompt_ids;
-  g.params = params;
-  g.config.beam_width = params.n;
-  g.config.length_penalty = params.length_penalty;
-  g.config.eos_token_id = tokenizer_->eos_id().value_or(-1);
-  g.config.ignore_eos = params.ignore_eos;
-  g.max_tokens = max_tokens;
-  g.arrival_time = rp.arrival_time;
-  g.num_beams_made = 1;
+  beam_groups_.erase(request_id);
+  const engine::BeamSearchGroup& g =
+      beam_groups_
+          .emplace(request_id,
+                   engine::BeamSearchGroup(request_id, prompt_text, prompt_ids, params,
+                                           tokenizer_->eos_id().value_or(-1), max_tokens,
+                                           rp.arrival_time))
+          .first->second;
   // The group decides EOS and length itself; the scheduler only caps the length.
   rp.stop = core::RequestStopParams{};
   rp.stop.max_tokens = max_tokens;
-  const std::string seq_id = "beam0_" + request_id;
-  g.live.push_back({seq_id, {}, 0.0});
+  const std::string& seq_id = g.live().front().seq_id;
   beam_of_seq_[seq_id] = request_id;
   scheduler_->add_request(std::make_shared<core::Request>(seq_id, prompt_ids, rp, hasher_));
   return std::nullopt;
 }
 
 RequestOutput LLMEngineImpl::finish_beam_group(const std::string& request_id, bool aborted) {
-  BeamGroup& g = beam_groups_.at(request_id);
-  std::vector<std::vector<int32_t>> ids = g.completed_ids;
-  std::vector<sampling::BeamCandidate> live;
-  const int64_t num_prompt = static_cast<int64_t>(g.prompt_ids.size());
-  for (const BeamGroup::Beam& beam : g.live) {
-    sampling::BeamCandidate c;
-    c.parent_beam = static_cast<int64_t>(ids.size());
-    c.cum_logprob = beam.cum_logprob;
-    c.seq_len = num_prompt + static_cast<int64_t>(beam.output_ids.size());
-    c.score = sampling::beam_search_score(c.seq_len, c.cum_logprob, false,
-                                          g.config.length_penalty);
-    live.push_back(c);
-    ids.push_back(beam.output_ids);
+  const engine::BeamSearchGroup& g = beam_groups_.at(request_id);
+  for (const engine::BeamSearchGroup::Beam& beam : g.live()) {
     scheduler_->finish_request(beam.seq_id, core::RequestStatus::kFinishedAborted);
     beam_of_seq_.erase(beam.seq_id);
   }
-  const std::vector<sampling::BeamCandidate> best =
-      sampling::finalize_beams(g.completed, live, g.config.beam_width);
-  RequestOutput out;
-  out.request_id = request_id;
-  out.prompt = g.prompt_text;
-  out.prompt_token_ids = g.prompt_ids;
-  out.finished = true;
-  out.metrics.arrival_time = g.arrival_time;
-  out.metrics.finished_time = now_seconds();
-  for (size_t i = 0; i < best.size(); ++i) {
-    const sampling::BeamCandidate& c = best[i];
-    CompletionOutput o;
-    o.index = static_cast<int32_t>(i);
-    o.token_ids = ids[static_cast<size_t>(c.parent_beam)];
-    if (g.params.detokenize) o.text = decode(o.token_ids, g.params.skip_special_tokens);
-    o.cumulative_logprob = c.cum_logprob;
-    const bool ended_on_eos = c.parent_beam < static_cast<int64_t>(g.completed_ids.size());
-    o.finish_reason = aborted ? "abort" : (ended_on_eos ? "stop" : "length");
-    if (ended_on_eos && !aborted) o.stop_reason_token = g.config.eos_token_id;
-    out.outputs.push_back(std::move(o));
-  }
+  RequestOutput out = g.make_output(
+      [this](const std::vector<int32_t>& ids, bool skip_special) {
+        return decode(ids, skip_special);
+      },
+      aborted, now_seconds());
   beam_groups_.erase(request_id);
   return out;
 }
@@ -547,7 +491,8 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
         sample_logits_.resize(rows_.size() * static_cast<size_t>(vocab));
         for (size_t r = 0; r < rows_.size(); ++r) {
           std::memcpy(sample_logits_.data() + r * static_cast<size_t>(vocab),
-                      logits.data() + row_src_[r] * vocab, static_cast<size_t>(vocab) * sizeof(float));
+                      logits.data() + row_src_[r] * vocab,
+                      static_cast<size_t>(vocab) * sizeof(float));
         }
         sample_logits = sample_logits_.data();
       }
@@ -605,7 +550,6 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       pending_forks_.erase(parent.request_id);
     }
     for (const BeamFork& f : beam_forks_) {
-      if (!beam_of_seq_.contains(f.child_id)) continue;  // its group finished this step
       const core::ScheduledRequest& parent = sched.scheduled_requests[f.sched_idx];
       const std::span<const int32_t> prompt = parent.request->prompt_token_ids();
       auto child = std::make_shared<core::Request>(
@@ -706,66 +650,40 @@ void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
     }
   }
   for (const std::string& request_id : groups) {
-    BeamGroup& g = beam_groups_.at(request_id);
-    const size_t num_live = g.live.size();
+    engine::BeamSearchGroup& g = beam_groups_.at(request_id);
+    const size_t num_live = g.live().size();
     size_t num_ready = 0;
-    for (const BeamGroup::Beam& beam : g.live) num_ready += row_of_beam.count(beam.seq_id);
+    for (const engine::BeamSearchGroup::Beam& beam : g.live()) {
+      num_ready += row_of_beam.count(beam.seq_id);
+    }
     if (num_ready != num_live) {
       // Beams advance in lockstep; one preempted beam would stall the others (their tokens are
       // due now). Rare (KV pressure); the request ends as aborted rather than diverging.
-      VELLUM_LOG_WARN("beam search request {}: {} of {} beams ran this step (preempted); aborting it",
+      VELLUM_LOG_WARN("beam search request {}: {} of {} beams ran this step (preempted); "
+                      "aborting it",
                       request_id, num_ready, num_live);
       finished->push_back(finish_beam_group(request_id, true));
       continue;
     }
     beam_logits_.resize(num_live * static_cast<size_t>(vocab));
-    std::vector<sampling::BeamState> states(num_live);
     for (size_t b = 0; b < num_live; ++b) {
-      const int64_t row = row_of_beam.at(g.live[b].seq_id).second;
+      const int64_t row = row_of_beam.at(g.live()[b].seq_id).second;
       std::memcpy(beam_logits_.data() + b * static_cast<size_t>(vocab), logits.data() + row * vocab,
                   static_cast<size_t>(vocab) * sizeof(float));
-      states[b].cum_logprob = g.live[b].cum_logprob;
-      states[b].seq_len =
-          static_cast<int64_t>(g.prompt_ids.size() + g.live[b].output_ids.size());
     }
-    sampling::BeamSearchStep step =
-        sampling::beam_search_step_from_logits(states, beam_logits_.data(), vocab, g.config);
-    ++g.num_steps;
-    for (sampling::BeamCandidate c : step.completed) {
-      std::vector<int32_t> ids = g.live[static_cast<size_t>(c.parent_beam)].output_ids;
-      ids.push_back(c.token_id);
-      c.parent_beam = static_cast<int64_t>(g.completed_ids.size());
-      g.completed_ids.push_back(std::move(ids));
-      g.completed.push_back(c);
+    engine::BeamSearchGroup::StepResult step = g.step(beam_logits_.data(), vocab);
+    for (const std::string& seq_id : step.pruned) {
+      scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedAborted);
+      beam_of_seq_.erase(seq_id);
     }
-    std::vector<BeamGroup::Beam> next;
-    std::vector<bool> continued(num_live, false);
-    for (const sampling::BeamCandidate& c : step.next_beams) {
-      const size_t p = static_cast<size_t>(c.parent_beam);
-      BeamGroup::Beam beam;
-      beam.output_ids = g.live[p].output_ids;
-      beam.output_ids.push_back(c.token_id);
-      beam.cum_logprob = c.cum_logprob;
-      if (!continued[p]) {
-        continued[p] = true;
-        beam.seq_id = g.live[p].seq_id;
-        beam_tokens_[beam.seq_id] = c.token_id;
-      } else {
-        beam.seq_id = "beam" + std::to_string(g.num_beams_made++) + "_" + request_id;
-        beam_forks_.push_back({row_of_beam.at(g.live[p].seq_id).first, beam.seq_id, c.token_id});
-        beam_of_seq_[beam.seq_id] = request_id;
-      }
-      next.push_back(std::move(beam));
-    }
-    for (size_t p = 0; p < num_live; ++p) {
-      if (continued[p]) continue;
-      scheduler_->finish_request(g.live[p].seq_id, core::RequestStatus::kFinishedAborted);
-      beam_of_seq_.erase(g.live[p].seq_id);
-    }
-    g.live = std::move(next);
-    if (g.live.empty() || g.num_steps >= g.max_tokens) {
-      for (const BeamGroup::Beam& beam : g.live) beam_tokens_.erase(beam.seq_id);
+    if (step.done) {
       finished->push_back(finish_beam_group(request_id, false));
+      continue;
+    }
+    for (const auto& [seq_id, token] : step.continued) beam_tokens_[seq_id] = token;
+    for (const engine::BeamSearchGroup::Fork& f : step.forks) {
+      beam_forks_.push_back({row_of_beam.at(f.parent_seq_id).first, f.child_seq_id, f.token_id});
+      beam_of_seq_[f.child_seq_id] = request_id;
     }
   }
 }
