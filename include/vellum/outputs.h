@@ -36,6 +36,10 @@ struct RequestMetrics {
   double first_token_time = 0.0;
   double last_token_time = 0.0;
   double finished_time = 0.0;
+  // Gaps between consecutive steps that produced tokens for this request (seconds), for
+  // inter-token latency histograms. TTFT = first_token_time - arrival_time, end-to-end =
+  // finished_time - arrival_time.
+  std::vector<double> inter_token_latencies;
 };
 
 struct RequestOutput {

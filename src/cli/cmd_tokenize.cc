@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "common/check.h"
 #include "gguf/gguf.h"
+#include "tokenizer/jinja/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vellum::cli {
@@ -21,6 +22,9 @@ struct TokenizeOptions {
   bool no_bos = false;
   bool parse_special = false;
   bool json = false;
+  std::string chat_file;          // messages to render through the chat template
+  std::string chat_template_file; // overrides the model's template
+  bool no_generation_prompt = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -48,6 +52,39 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// Renders the messages of o.chat_file (a JSON array, or an object with "messages") through the
+// --chat-template file or the model's own template.
+std::string render_chat(const TokenizeOptions& o, const tokenizer::Tokenizer& tok) {
+  std::ifstream in(o.chat_file);
+  VELLUM_CHECK(in.good(), ErrorCode::kIo, "cannot open --chat file '{}'", o.chat_file);
+  nlohmann::ordered_json messages;
+  try {
+    messages = nlohmann::ordered_json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    VELLUM_THROW(ErrorCode::kInvalidArgument, "--chat file '{}' is not valid JSON: {}",
+                 o.chat_file, e.what());
+  }
+  if (messages.is_object() && messages.contains("messages")) messages = messages["messages"];
+  VELLUM_CHECK(messages.is_array(), ErrorCode::kInvalidArgument,
+               "--chat file '{}' must hold a JSON array of {{\"role\", \"content\"}} messages",
+               o.chat_file);
+  std::string source;
+  if (!o.chat_template_file.empty()) {
+    source = jinja::load_chat_template_file(o.chat_template_file);
+  } else {
+    const auto model_template = tok.chat_template();
+    VELLUM_CHECK(model_template.has_value(), ErrorCode::kInvalidArgument,
+                 "the model has no chat template (tokenizer.chat_template); pass one with "
+                 "--chat-template FILE");
+    source = *model_template;
+  }
+  jinja::ChatTemplateOptions options;
+  options.add_generation_prompt = !o.no_generation_prompt;
+  if (auto bos = tok.bos_id()) options.bos_token = tok.token_text(*bos);
+  if (auto eos = tok.eos_id()) options.eos_token = tok.token_text(*eos);
+  return jinja::ChatTemplate::parse(source).apply(messages, options);
+}
+
 int run_tokenize(const TokenizeOptions& o) {
   const auto file = gguf::GgufFile::open(o.model);
   const auto tok = tokenizer::Tokenizer::from_gguf(*file);
@@ -69,7 +106,15 @@ int run_tokenize(const TokenizeOptions& o) {
   tokenizer::EncodeOptions enc;
   enc.add_special = !o.no_bos;
   enc.parse_special = o.parse_special;
-  const std::vector<int32_t> ids = tok->encode(o.text, enc);
+  std::string text = o.text;
+  if (!o.chat_file.empty()) {
+    text = render_chat(o, *tok);
+    // The template writes BOS and the role markers itself (as vLLM tokenizes chat prompts).
+    enc.add_special = false;
+    enc.parse_special = true;
+    if (!o.json) std::printf("%s\n---\n", text.c_str());
+  }
+  const std::vector<int32_t> ids = tok->encode(text, enc);
   if (o.json) {
     nlohmann::json out{{"ids", ids}, {"count", ids.size()}};
     nlohmann::json piece_strings = nlohmann::json::array();
@@ -80,7 +125,8 @@ int run_tokenize(const TokenizeOptions& o) {
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     for (int32_t id : ids) {
-      std::printf("%6d -> '%s'\n", id, tok->token_to_piece(id).c_str());
+      const std::string piece = tok->is_special(id) ? tok->token_text(id) : tok->token_to_piece(id);
+      std::printf("%6d -> '%s'\n", id, piece.c_str());
     }
   }
   return 0;
@@ -94,14 +140,24 @@ CommandRunner add_tokenize_command(CLI::App& app) {
   cmd->add_option("--model", o->model, "GGUF file (model or vocabulary only)")->required();
   auto* text = cmd->add_option("--text", o->text, "Text to tokenize");
   auto* detok = cmd->add_option("--detokenize", o->detokenize, "Token ids to turn back into text");
+  auto* chat = cmd->add_option("--chat", o->chat_file,
+                               "JSON messages to render through the chat template, then tokenize");
+  cmd->add_option("--chat-template", o->chat_template_file,
+                  "Jinja chat template file overriding the model's");
+  cmd->add_flag("--no-generation-prompt", o->no_generation_prompt,
+                "With --chat: do not append the assistant turn opener");
   text->excludes(detok);
+  chat->excludes(text);
+  chat->excludes(detok);
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS/EOS even if the vocabulary asks for them");
   cmd->add_flag("--parse-special", o->parse_special,
                 "Turn special-token text such as <|eot_id|> into the special token");
   cmd->add_flag("--json", o->json, "Print JSON");
-  return [o, text, detok] {
-    VELLUM_CHECK(text->count() > 0 || detok->count() > 0, ErrorCode::kInvalidArgument,
-                 "give --text TEXT to tokenize or --detokenize IDS to decode");
+  return [o, text, detok, chat] {
+    VELLUM_CHECK(text->count() > 0 || detok->count() > 0 || chat->count() > 0,
+                 ErrorCode::kInvalidArgument,
+                 "give --text TEXT to tokenize, --chat FILE.json to render and tokenize, or "
+                 "--detokenize IDS to decode");
     return run_tokenize(*o);
   };
 }

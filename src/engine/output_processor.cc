@@ -100,8 +100,13 @@ OutputProcessor::Result OutputProcessor::process(std::vector<SequenceUpdate>& up
       request.num_cached_tokens = update.num_cached_tokens;
     }
     if (!update.new_token_ids.empty()) {
-      if (request.metrics.first_token_time == 0.0) request.metrics.first_token_time = now;
-      request.metrics.last_token_time = now;
+      RequestMetrics& m = request.metrics;
+      if (m.first_token_time == 0.0) {
+        m.first_token_time = now;
+      } else if (now > m.last_token_time) {
+        m.inter_token_latencies.push_back(now - m.last_token_time);
+      }
+      m.last_token_time = now;
     }
     seq.token_ids.insert(seq.token_ids.end(), update.new_token_ids.begin(),
                          update.new_token_ids.end());

@@ -124,3 +124,33 @@ TEST(EngineGreedy, SeededSamplingIsReproducibleInsideABatch) {
 
 }  // namespace
 }  // namespace vellum
+
+namespace vellum {
+namespace {
+
+TEST(EngineMetrics, RequestTimesAndCountersAreRecorded) {
+  VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
+  auto engine = LLMEngine::create(testing::tiny_engine_config(model_path));
+  ASSERT_FALSE(engine->add_request("a", std::string("Once upon a time"), testing::greedy(10)));
+  ASSERT_FALSE(engine->add_request("b", std::string("The little dog"), testing::greedy(5)));
+  EXPECT_EQ(engine->stats().num_waiting, 2);
+  engine->step();
+  EXPECT_EQ(engine->stats().num_running, 2);
+  EXPECT_GT(engine->stats().kv_cache_usage, 0.0);
+  auto done = testing::run_all(*engine);
+  const RequestMetrics& m = done.at("a").metrics;
+  EXPECT_GT(m.arrival_time, 0.0);
+  EXPECT_GE(m.first_scheduled_time, m.arrival_time);
+  EXPECT_GE(m.first_token_time, m.first_scheduled_time);
+  EXPECT_GE(m.finished_time, m.first_token_time);
+  EXPECT_EQ(m.inter_token_latencies.size(), 9u);  // 10 tokens, one per step
+  const EngineStats stats = engine->stats();
+  EXPECT_EQ(stats.generation_tokens, 15);
+  EXPECT_EQ(stats.prompt_tokens, static_cast<int64_t>(done.at("a").prompt_token_ids.size() +
+                                                      done.at("b").prompt_token_ids.size()));
+  EXPECT_EQ(stats.num_running, 0);
+  EXPECT_EQ(stats.kv_cache_usage, 0.0);
+}
+
+}  // namespace
+}  // namespace vellum
