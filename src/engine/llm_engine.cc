@@ -526,48 +526,36 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       logprobs_of[i] = row_logprobs(r);
     }
 
-    // Fork the children of parents whose prompt finished: they share the parent's blocks and
-    // receive their first token through update_from_output like any scheduled request.
+    // Forks (n > 1 children of a parent whose prompt finished; kept beams): they share the
+    // parent's blocks and receive their first own token through update_from_output like any
+    // scheduled request.
     std::vector<core::ScheduledRequest> forked;
-    for (const ForkRow& f : fork_rows_) {
-      const core::ScheduledRequest& parent = sched.scheduled_requests[f.sched_idx];
+    auto fork = [&](size_t sched_idx, const std::string& child_id, int32_t token,
+                    std::vector<TokenLogprobs> lps) {
+      const core::ScheduledRequest& parent = sched.scheduled_requests[sched_idx];
       const std::span<const int32_t> prompt = parent.request->prompt_token_ids();
       auto child = std::make_shared<core::Request>(
-          f.child_id, std::vector<int32_t>(prompt.begin(), prompt.end()),
-          parent.request->params(), hasher_);
-      scheduler_->fork_request(parent.request_id, child);
-      output_.record_first_scheduled(f.child_id, now);
-      core::ScheduledRequest cs;
-      cs.request_id = f.child_id;
-      cs.request = child;
-      cs.kind = core::ScheduledKind::kRunning;
-      cs.num_computed_tokens = parent.num_computed_tokens;
-      cs.samples_token = true;
-      forked.push_back(std::move(cs));
-      runner_out.req_ids.push_back(f.child_id);
-      runner_out.sampled_token_ids.push_back({sampler_out_.sampled_token_ids[f.row]});
-      logprobs_of.push_back(row_logprobs(f.row));
-      pending_forks_.erase(parent.request_id);
-    }
-    for (const BeamFork& f : beam_forks_) {
-      const core::ScheduledRequest& parent = sched.scheduled_requests[f.sched_idx];
-      const std::span<const int32_t> prompt = parent.request->prompt_token_ids();
-      auto child = std::make_shared<core::Request>(
-          f.child_id, std::vector<int32_t>(prompt.begin(), prompt.end()),
-          parent.request->params(), hasher_);
+          child_id, std::vector<int32_t>(prompt.begin(), prompt.end()), parent.request->params(),
+          hasher_);
       child->append_output_token_ids(parent.request->output_token_ids());
       scheduler_->fork_request(parent.request_id, child);
+      output_.record_first_scheduled(child_id, now);
       core::ScheduledRequest cs;
-      cs.request_id = f.child_id;
+      cs.request_id = child_id;
       cs.request = child;
       cs.kind = core::ScheduledKind::kRunning;
       cs.num_computed_tokens = parent.num_computed_tokens;
       cs.samples_token = true;
       forked.push_back(std::move(cs));
-      runner_out.req_ids.push_back(f.child_id);
-      runner_out.sampled_token_ids.push_back({f.token_id});
-      logprobs_of.emplace_back();
+      runner_out.req_ids.push_back(child_id);
+      runner_out.sampled_token_ids.push_back({token});
+      logprobs_of.push_back(std::move(lps));
+    };
+    for (const ForkRow& f : fork_rows_) {
+      fork(f.sched_idx, f.child_id, sampler_out_.sampled_token_ids[f.row], row_logprobs(f.row));
+      pending_forks_.erase(sched.scheduled_requests[f.sched_idx].request_id);
     }
+    for (const BeamFork& f : beam_forks_) fork(f.sched_idx, f.child_id, f.token_id, {});
     for (core::ScheduledRequest& cs : forked) sched.scheduled_requests.push_back(std::move(cs));
   }
   const std::vector<core::EngineCoreOutput> core_outputs =
