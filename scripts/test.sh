@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds Vellum with warnings as errors, and runs the whole test suite.
+# Installs what is missing, builds Vellum with warnings as errors, and runs the whole test suite:
+# first the bookkeeping layers' unit tests under ASan + UBSan, then every test of the normal build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 jobs=$(nproc)
+
+# Sanitizer pass over the layers that are pure data structures and parsers (fast to build and run).
+sanitized="common;gguf;core;sampling"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_WERROR=ON \
+  -DVELLUM_SANITIZE=ON -DVELLUM_BUILD_BENCH=OFF "-DVELLUM_TEST_LAYERS=$sanitized"
+cmake --build build/asan -j "$jobs" --target common_tests gguf_tests core_tests scheduler_tests \
+  sampling_tests
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan --output-on-failure -j "$jobs"
+
+# The whole suite, normal build.
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_WERROR=ON
 cmake --build build/ci -j "$jobs"
 ctest --test-dir build/ci --output-on-failure -j "$jobs"
