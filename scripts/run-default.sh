@@ -18,3 +18,9 @@ fi
 build/release/src/cli/vellum generate --model "$model" \
   --prompt "Once upon a time" --prompt "The little dog" \
   --max-tokens 32 --temperature 0 --kv-cache-memory 256MiB
+
+# With the shared test models beside the checkout, also show a real trained model's text.
+if [ $# -eq 0 ] && [ -f ../shared/models/stories260K.gguf ]; then
+  build/release/src/cli/vellum generate --model ../shared/models/stories260K.gguf \
+    --prompt "Once upon a time" --max-tokens 48 --temperature 0 --kv-cache-memory 64MiB
+fi
