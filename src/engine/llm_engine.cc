@@ -205,7 +205,8 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   const kernels::KvType kv_type = engine::parse_kv_cache_dtype(config.cache.cache_dtype);
   const model::KvCacheShape shape = model.kv_cache_shape(config.cache.block_size, kv_type);
   const engine::KvBudget budget =
-      engine::plan_kv_cache(config.cache, shape.bytes_per_block(), max_model_len_);
+      engine::plan_kv_cache(config.cache, shape.bytes_per_block(), max_model_len_,
+                            config.scheduler.max_num_seqs);
   num_kv_blocks_ = budget.num_blocks;
   VELLUM_CHECK(budget.num_blocks < INT32_MAX, ErrorCode::kInvalidArgument,
                "{} KV blocks is too many; lower --kv-cache-memory", budget.num_blocks);

@@ -98,7 +98,14 @@ int64_t available_memory_bytes() {
   return available;
 }
 
-KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len) {
+namespace {
+int64_t blocks_per_seq(const CacheConfig& cache, int64_t max_model_len) {
+  return (max_model_len + cache.block_size - 1) / cache.block_size;
+}
+}  // namespace
+
+KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len,
+                       int64_t max_num_seqs) {
   VELLUM_CHECK(cache.block_size > 0, ErrorCode::kInvalidArgument,
                "--block-size must be positive, got {}", cache.block_size);
   KvBudget budget;
@@ -115,30 +122,33 @@ KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_
       VELLUM_CHECK(fraction <= 1.0, ErrorCode::kInvalidArgument,
                    "--kv-cache-fraction must be in (0, 1], got {}", fraction);
       bytes = static_cast<int64_t>(static_cast<double>(available_memory_bytes()) * fraction);
-      // A budget far beyond what any sequence mix can use only costs start-up time.
       source = "--kv-cache-fraction";
     }
     budget.num_blocks = bytes / bytes_per_block;
+    if (cache.kv_cache_memory_bytes <= 0) {
+      budget.num_blocks = std::min(budget.num_blocks, 1 + std::max<int64_t>(1, max_num_seqs) *
+                                                              blocks_per_seq(cache, max_model_len));
+    }
   }
-  const int64_t blocks_per_seq = (max_model_len + cache.block_size - 1) / cache.block_size;
+  const int64_t seq_blocks = blocks_per_seq(cache, max_model_len);
   // Block 0 is the null block: usable blocks are num_blocks - 1.
   const int64_t usable = budget.num_blocks - 1;
-  if (usable < blocks_per_seq) {
+  if (usable < seq_blocks) {
     const int64_t largest = std::max<int64_t>(0, usable) * cache.block_size;
     VELLUM_THROW(ErrorCode::kOutOfMemory,
                  "the KV cache ({} blocks of {} tokens, {} from {}) cannot hold one sequence of "
                  "max_model_len = {} tokens ({} blocks). Raise the KV cache budget (e.g. "
                  "--kv-cache-memory {}) or lower --max-model-len to at most {}",
                  usable, cache.block_size, format_bytes(usable * bytes_per_block), source,
-                 max_model_len, blocks_per_seq,
-                 format_bytes((blocks_per_seq + 1) * bytes_per_block), largest);
+                 max_model_len, seq_blocks,
+                 format_bytes((seq_blocks + 1) * bytes_per_block), largest);
   }
   if (cache.swap_space_bytes > 0) budget.num_host_blocks = cache.swap_space_bytes / bytes_per_block;
   VELLUM_LOG_INFO(
       "KV cache: {} blocks x {} tokens, {} per block, {} in total; max concurrency at "
       "{} tokens: {:.2f}x; swap space: {} blocks",
       usable, cache.block_size, format_bytes(bytes_per_block), format_bytes(usable * bytes_per_block),
-      max_model_len, static_cast<double>(usable) / static_cast<double>(blocks_per_seq),
+      max_model_len, static_cast<double>(usable) / static_cast<double>(seq_blocks),
       budget.num_host_blocks);
   return budget;
 }

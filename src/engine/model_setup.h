@@ -41,9 +41,12 @@ struct KvBudget {
 };
 
 // Blocks from --num-kv-blocks, --kv-cache-memory, or --kv-cache-fraction of the memory available
-// to the process. Throws kOutOfMemory, naming the largest feasible --max-model-len, when one
-// sequence of max_model_len tokens does not fit.
-KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len);
+// to the process. The fraction-derived default is capped at what max_num_seqs sequences of
+// max_model_len tokens can ever hold, so a small model does not reserve (and, as the free list
+// cycles, eventually touch) gigabytes it cannot use. Throws kOutOfMemory, naming the largest
+// feasible --max-model-len, when one sequence of max_model_len tokens does not fit.
+KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len,
+                       int64_t max_num_seqs);
 
 // Bytes of memory available to the process (MemAvailable, capped by a cgroup limit).
 int64_t available_memory_bytes();
