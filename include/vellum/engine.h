@@ -22,6 +22,19 @@ namespace vellum {
 // A prompt is text (tokenized with the model's tokenizer, BOS per its metadata) or token ids.
 using Prompt = std::variant<std::string, std::vector<int32_t>>;
 
+// A chat to render through a chat template (vLLM's apply_chat_template arguments). JSON travels
+// as text so that the public API needs no JSON library; key order is kept.
+struct ChatTemplateRequest {
+  std::string messages_json;   // a JSON array of {"role", "content", ...} messages
+  std::string tools_json;      // a JSON array of tools, or empty
+  std::string kwargs_json;     // a JSON object of extra template variables, or empty
+  std::string chat_template;   // a template source to use instead of the engine's, or empty
+  bool add_generation_prompt = true;
+  // Leave the last (assistant) message open for the model to continue: the rendering is cut right
+  // after that message's content. Cannot be combined with add_generation_prompt.
+  bool continue_final_message = false;
+};
+
 struct EngineStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;
@@ -67,6 +80,18 @@ class LLMEngine {
                              bool skip_special_tokens = true) const = 0;
   virtual int64_t max_model_len() const = 0;
   virtual int64_t vocab_size() const = 0;
+  // The vocabulary piece of one token as stored (SentencePiece "▁", byte-level BPE alphabet),
+  // as HF's convert_ids_to_tokens. Throws vellum::Error for an id outside the vocabulary.
+  virtual std::string token_text(int32_t id) const = 0;
+
+  // True when a chat template is available (--chat-template, else the model's own).
+  virtual bool has_chat_template() const = 0;
+  // Renders a chat to prompt text with --chat-template, the model's template, or
+  // request.chat_template. Throws vellum::Error (kInvalidArgument) naming the problem: no
+  // template, malformed JSON, a template error, both add_generation_prompt and
+  // continue_final_message. The text is meant to be encoded with add_special = false,
+  // parse_special = true (the template writes BOS and the role markers itself).
+  virtual std::string apply_chat_template(const ChatTemplateRequest& request) const = 0;
 };
 
 // Offline batch generation: runs all prompts to completion and returns outputs in prompt order.

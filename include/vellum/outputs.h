@@ -40,6 +40,9 @@ struct RequestMetrics {
   // inter-token latency histograms. TTFT = first_token_time - arrival_time, end-to-end =
   // finished_time - arrival_time.
   std::vector<double> inter_token_latencies;
+  // Tokens generated so far over all of the request's outputs (n > 1 children counted), whatever
+  // the output kind; for generation-token metrics.
+  int64_t num_generation_tokens = 0;
 };
 
 struct RequestOutput {
