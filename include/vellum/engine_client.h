@@ -73,7 +73,7 @@ class RequestStream {
 struct StepReport {
   EngineStats stats;                          // after the step
   int64_t num_scheduled_tokens = 0;           // prompt + generated tokens computed in the step
-  const std::vector<RequestOutput>* outputs;  // this step's outputs (valid during the call)
+  const std::vector<RequestOutput>* outputs = nullptr;  // this step's outputs (valid during the call)
 };
 
 class EngineClient {

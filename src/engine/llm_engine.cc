@@ -19,6 +19,7 @@
 #include "sampling/bad_words.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
+#include "tokenizer/jinja/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "vellum/engine.h"
 
@@ -125,8 +126,22 @@ class LLMEngineImpl final : public LLMEngine {
   }
   int64_t max_model_len() const override { return max_model_len_; }
   int64_t vocab_size() const override { return loaded_.model->config().vocab_size; }
+  std::string token_text(int32_t id) const override {
+    VELLUM_CHECK(id >= 0 && id < tokenizer_->vocab_size(), ErrorCode::kInvalidArgument,
+                 "token id {} is out of range: the vocabulary has {} tokens", id,
+                 tokenizer_->vocab_size());
+    return std::string(tokenizer_->token_text(id));
+  }
+  bool has_chat_template() const override { return chat_template_.has_value(); }
+  std::string apply_chat_template(const ChatTemplateRequest& request) const override;
 
  private:
+  void load_chat_template();
+
+  // --chat-template, else the model's own; a model template that fails to parse is reported when
+  // a chat is rendered (chat_template_error_), a --chat-template file at startup.
+  std::optional<jinja::ChatTemplate> chat_template_;
+  std::string chat_template_error_;
   EngineConfig config_;
   engine::LoadedModel loaded_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
@@ -225,6 +240,77 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   kv.num_host_blocks = static_cast<int>(budget.num_host_blocks);
   scheduler_ = std::make_unique<core::Scheduler>(scheduler_config_from(config, max_model_len_), kv);
   if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size);
+  load_chat_template();
+}
+
+void LLMEngineImpl::load_chat_template() {
+  if (!config_.model.chat_template.empty()) {
+    const std::string source = jinja::load_chat_template_file(config_.model.chat_template);
+    try {
+      chat_template_.emplace(jinja::ChatTemplate::parse(source));
+    } catch (const Error& e) {
+      VELLUM_THROW(ErrorCode::kInvalidArgument, "--chat-template {}: {}",
+                   config_.model.chat_template, e.what());
+    }
+    return;
+  }
+  const auto source = tokenizer_->chat_template();
+  if (!source) {
+    chat_template_error_ =
+        "the model has no chat template (tokenizer.chat_template), so chat requests cannot be "
+        "rendered; start the server with --chat-template FILE";
+    return;
+  }
+  try {
+    chat_template_.emplace(jinja::ChatTemplate::parse(*source));
+  } catch (const Error& e) {
+    chat_template_error_ = std::string("the model's chat template does not parse: ") + e.what() +
+                           "; pass a working one with --chat-template FILE";
+    VELLUM_LOG_WARN("{}", chat_template_error_);
+  }
+}
+
+namespace {
+nlohmann::ordered_json parse_chat_json(const std::string& text, const char* what,
+                                       bool (nlohmann::ordered_json::*shape)() const noexcept,
+                                       const char* shape_name) {
+  nlohmann::ordered_json value;
+  try {
+    value = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    VELLUM_THROW(ErrorCode::kInvalidArgument, "{} is not valid JSON: {}", what, e.what());
+  }
+  VELLUM_CHECK((value.*shape)(), ErrorCode::kInvalidArgument, "{} must be a JSON {}", what,
+               shape_name);
+  return value;
+}
+}  // namespace
+
+std::string LLMEngineImpl::apply_chat_template(const ChatTemplateRequest& request) const {
+  VELLUM_CHECK(!(request.add_generation_prompt && request.continue_final_message),
+               ErrorCode::kInvalidArgument,
+               "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+  const auto messages = parse_chat_json(request.messages_json, "messages",
+                                        &nlohmann::ordered_json::is_array, "array");
+  jinja::ChatTemplateOptions options;
+  options.add_generation_prompt = request.add_generation_prompt;
+  options.continue_final_message = request.continue_final_message;
+  if (auto bos = tokenizer_->bos_id()) options.bos_token = tokenizer_->token_text(*bos);
+  if (auto eos = tokenizer_->eos_id()) options.eos_token = tokenizer_->token_text(*eos);
+  if (!request.tools_json.empty()) {
+    options.tools =
+        parse_chat_json(request.tools_json, "tools", &nlohmann::ordered_json::is_array, "array");
+  }
+  if (!request.kwargs_json.empty()) {
+    options.extra_context = parse_chat_json(request.kwargs_json, "chat_template_kwargs",
+                                            &nlohmann::ordered_json::is_object, "object");
+  }
+  if (!request.chat_template.empty()) {
+    return jinja::ChatTemplate::parse(request.chat_template).apply(messages, options);
+  }
+  VELLUM_CHECK(chat_template_.has_value(), ErrorCode::kInvalidArgument, "{}",
+               chat_template_error_);
+  return chat_template_->apply(messages, options);
 }
 
 std::optional<std::string> LLMEngineImpl::add_request(const std::string& request_id,

@@ -148,6 +148,9 @@ RequestOutput OutputProcessor::make_output(RequestState& request, const std::str
   out.finished = finished;
   out.num_cached_tokens = request.num_cached_tokens;
   out.metrics = request.metrics;
+  for (const Sequence& seq : request.sequences) {
+    out.metrics.num_generation_tokens += static_cast<int64_t>(seq.token_ids.size());
+  }
   const bool delta = request.params.output_kind == RequestOutputKind::kDelta;
   for (Sequence& seq : request.sequences) {
     // Streaming hold-back: the tail that could still become a stop string is not shown yet.
