@@ -158,7 +158,7 @@ int run_latency(LatencyOptions& o) {
 }  // namespace
 
 CommandRunner add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (latency, throughput)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (latency, throughput, serve)");
   bench->require_subcommand(1);
 
   auto* latency = bench->add_subcommand("latency", "Prefill and decode speed of one batch");
@@ -173,8 +173,10 @@ CommandRunner add_bench_command(CLI::App& app) {
   add_engine_options(*latency, lo->config, lo->strings);
 
   auto throughput_runner = add_throughput_command(*bench);
-  return [bench, latency, lo, throughput_runner] {
+  auto serve_runner = add_serve_bench_command(*bench);
+  return [bench, latency, lo, throughput_runner, serve_runner] {
     if (latency->parsed()) return run_latency(*lo);
+    if (bench->get_subcommand("serve")->parsed()) return serve_runner();
     return throughput_runner();
   };
 }

@@ -15,7 +15,10 @@ CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_inspect_command(CLI::App& app);
 CommandRunner add_make_model_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
+CommandRunner add_serve_command(CLI::App& app);
 // `bench throughput` under the `bench` subcommand.
 CommandRunner add_throughput_command(CLI::App& bench);
+// `bench serve` under the `bench` subcommand: an HTTP client, no engine.
+CommandRunner add_serve_bench_command(CLI::App& bench);
 
 }  // namespace vellum::cli
