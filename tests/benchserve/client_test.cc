@@ -271,5 +271,76 @@ TEST(ClientTest, FailuresCarryTheirError) {
   EXPECT_FALSE(refused.error.empty());
 }
 
+// The `vellum bench serve` command itself, run as a child process against the fake server:
+// model name from /v1/models, the printed block, and the --save-result file.
+TEST(BenchServeCommandTest, PrintsVllmBlockAndSavesResult) {
+#ifndef VELLUM_CLI_PATH
+  GTEST_SKIP() << "the vellum program is not part of this build";
+#else
+  if (!std::filesystem::exists(VELLUM_CLI_PATH)) GTEST_SKIP() << "vellum is not built";
+  FakeOpenAiServer server;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("benchserve_cli_" + std::to_string(server.port()));
+  const std::string command =
+      std::string(VELLUM_CLI_PATH) + " bench serve --base-url " + server.base_url() +
+      " --num-prompts 6 --random-input-len 16 --random-output-len 4 --vocab-size 512"
+      " --max-concurrency 2 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99"
+      " --goodput e2el:600000 --save-result --save-detailed --result-dir " + dir.string() +
+      " --result-filename out.json --disable-tqdm 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) output.append(buf, n);
+  const int status = pclose(pipe);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("============ Serving Benchmark Result ============\n"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("\nSuccessful requests:                     6         \n"),
+            std::string::npos) << output;
+  EXPECT_NE(output.find("\nFailed requests:                         0         \n"),
+            std::string::npos) << output;
+  EXPECT_NE(output.find("\nMaximum request concurrency:             2         \n"),
+            std::string::npos) << output;
+  EXPECT_NE(output.find("\nTotal generated tokens:                  24        \n"),
+            std::string::npos) << output;
+  EXPECT_NE(output.find("\nRequest goodput (req/s):"), std::string::npos) << output;
+  EXPECT_NE(output.find("\nP50 E2EL (ms):"), std::string::npos) << output;
+
+  // The initial test request plus the six of the run, all with the discovered model name.
+  const std::vector<nlohmann::json> payloads = server.payloads();
+  ASSERT_EQ(payloads.size(), 7u);
+  for (const nlohmann::json& p : payloads) {
+    EXPECT_EQ(p["model"], "fake-model");
+    EXPECT_EQ(p["prompt"].size(), 16u);
+    EXPECT_EQ(p["max_tokens"], 4);
+  }
+
+  std::ifstream in(dir / "out.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json saved = nlohmann::json::parse(in);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(saved["model_id"], "fake-model");
+  EXPECT_EQ(saved["backend"], "openai");
+  EXPECT_EQ(saved["num_prompts"], 6);
+  EXPECT_EQ(saved["request_rate"], "inf");
+  EXPECT_EQ(saved["max_concurrency"], 2);
+  EXPECT_EQ(saved["completed"], 6);
+  EXPECT_EQ(saved["total_input_tokens"], 96);
+  EXPECT_EQ(saved["total_output_tokens"], 24);
+  EXPECT_GT(saved["request_goodput"].get<double>(), 0.0);
+  EXPECT_EQ(saved["input_lens"], nlohmann::json::array({16, 16, 16, 16, 16, 16}));
+  EXPECT_EQ(saved["output_lens"], nlohmann::json::array({4, 4, 4, 4, 4, 4}));
+  EXPECT_EQ(saved["errors"], nlohmann::json::array({"", "", "", "", "", ""}));
+  for (const char* key : {"date", "duration", "request_throughput", "output_throughput",
+                          "total_token_throughput", "max_output_tokens_per_s",
+                          "max_concurrent_requests", "ttfts", "itls", "generated_texts",
+                          "mean_ttft_ms", "median_tpot_ms", "std_itl_ms", "p99_e2el_ms",
+                          "p50_ttft_ms"}) {
+    EXPECT_TRUE(saved.contains(key)) << key;
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace vellum::benchserve
