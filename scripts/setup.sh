@@ -19,11 +19,33 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+# The server's black-box tests use the official `openai` package from the npm registry, pinned by
+# tests/server/js/package-lock.json, run with Node.js >= 18. A Node already on the machine (e.g.
+# from NodeSource) is used as is; otherwise Debian's nodejs and npm are installed.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "setup: installing nodejs npm"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends nodejs npm ||
+    echo "setup: could not install nodejs/npm; the server's Node.js black-box tests will be skipped"
+fi
+js_tests="$(dirname "$0")/../tests/server/js"
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -f "$js_tests/node_modules/.package-lock.json" ] ||
+     ! cmp -s "$js_tests/package-lock.json" "$js_tests/node_modules/.package-lock.json.src"; then
+    echo "setup: npm ci in tests/server/js"
+    (cd "$js_tests" && npm ci --no-audit --no-fund --loglevel=error &&
+       cp package-lock.json node_modules/.package-lock.json.src)
+  fi
+else
+  echo "setup: npm not found; the server's Node.js black-box tests will be skipped"
+fi

@@ -1,0 +1,130 @@
+// Disconnects: 50 streaming requests whose clients drop at random points — while queued, during
+// prefill and during decode. Afterwards the engine holds no requests and no KV blocks, and the
+// server still answers.
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+
+import {
+  metric, randomIds, scrapeMetrics, seededRng, skipReason, startServer, waitForIdle,
+} from './server.mjs';
+
+const skip = skipReason();
+if (skip) {
+  console.log(`SKIP: ${skip}`);
+  process.exit(77);
+}
+
+let server;
+
+before(async () => {
+  // Few sequences and a small token budget: requests queue, and long prompts take several
+  // (chunked) prefill steps, so drops land in every phase.
+  server = await startServer({
+    args: ['--max-model-len', '512', '--max-num-seqs', '8', '--max-num-batched-tokens', '64',
+      '--kv-cache-memory', '64MiB'],
+  });
+});
+
+after(async () => {
+  if (!server) return;
+  const { code } = await server.stop();
+  assert.equal(code, 0, `server exited with ${code}:\n${server.log()}`);
+});
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Streams one request and aborts the connection after `dropAfterChunks` chunks (0: right after the
+// response headers arrive) or after `dropAfterMs` milliseconds, whichever comes first.
+async function droppedStream(body, { dropAfterChunks, dropAfterMs }) {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), dropAfterMs);
+  let chunks = 0;
+  try {
+    const res = await fetch(`${server.base}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body.getReader();
+    for (;;) {
+      if (chunks >= dropAfterChunks) {
+        controller.abort();
+        break;
+      }
+      const { done } = await reader.read();
+      if (done) break;
+      chunks += 1;
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+  return chunks;
+}
+
+it('50 dropped streams leave no requests and no blocks behind', async () => {
+  const rng = seededRng(7);
+  const jobs = [];
+  for (let i = 0; i < 50; i += 1) {
+    const promptLen = 8 + Math.floor(rng() * 400);  // up to ~7 prefill steps of 64 tokens
+    const body = {
+      prompt: randomIds(rng, promptLen),
+      max_tokens: 100,
+      ignore_eos: true,
+      temperature: 0,
+      stream: true,
+    };
+    const phase = i % 3;
+    const drop = phase === 0
+      ? { dropAfterChunks: Infinity, dropAfterMs: Math.floor(rng() * 30) }   // queued or prefill
+      : { dropAfterChunks: 1 + Math.floor(rng() * 20), dropAfterMs: 30_000 }; // decoding
+    jobs.push(droppedStream(body, drop));
+  }
+  await Promise.all(jobs);
+  const m = await waitForIdle(server.base);
+  assert.equal(metric(m.values, 'vellum:num_requests_running'), 0);
+  assert.equal(metric(m.values, 'vellum:num_requests_waiting'), 0);
+  assert.equal(metric(m.values, 'vellum:kv_cache_usage_perc'), 0);
+  // The drops were seen as aborts.
+  const aborted = Object.entries(m.values)
+    .filter(([k]) => k.startsWith('vellum:request_success_total{') && k.includes('"abort"'))
+    .reduce((sum, [, v]) => sum + v, 0);
+  assert.ok(aborted >= 30, `only ${aborted} aborts counted`);
+
+  // Still serving.
+  const res = await fetch(`${server.base}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }),
+  });
+  assert.equal(res.status, 200);
+  const json = await res.json();
+  assert.equal(json.usage.completion_tokens, 8);
+  await sleep(10);
+  const again = await scrapeMetrics(server.base);
+  assert.equal(metric(again.values, 'vellum:kv_cache_usage_perc'), 0);
+});
+
+it('a non-streaming client that goes away is aborted too', async () => {
+  const controller = new AbortController();
+  const pending = fetch(`${server.base}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true }),
+    signal: controller.signal,
+  }).catch((e) => e);
+  // Wait until it runs, then drop it.
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const m = await scrapeMetrics(server.base);
+    if (metric(m.values, 'vellum:num_requests_running') > 0) break;
+    assert.ok(Date.now() < deadline, 'the request never started running');
+    await sleep(5);
+  }
+  controller.abort();
+  await pending;
+  await waitForIdle(server.base, 'vellum', 10_000);
+});
