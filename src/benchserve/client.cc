@@ -105,6 +105,7 @@ RequestOutput send_request(const ClientConfig& config, const SampleRequest& requ
   const httplib::Result result = cli.send(req);
   RequestOutput out = tracker.finish(seconds_since(epoch));
   out.prompt_len = request.prompt_len;
+  if (result) out.http_status = result->status;
   if (!result) {
     out.success = false;
     out.error = fmt::format("HTTP request to {}{} failed: {}", config.server.scheme_host_port,

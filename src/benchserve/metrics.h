@@ -21,6 +21,7 @@ struct RequestOutput {
   int64_t prompt_len = 0;
   std::string generated_text;
   std::string error;  // empty on success
+  int http_status = 0;  // of the reply; 0 when none came (connection failed)
 };
 
 // Service level objectives for goodput, in milliseconds; unset ones are not checked.

@@ -133,24 +133,28 @@ std::string now_string() {
 
 // vLLM's initial test run: the first prompt, retried every few seconds until it succeeds or
 // the timeout passes (the server may still be loading). Also asks for the model name first
-// when none was given.
+// when none was given. Unlike vLLM, a client error (4xx other than 408/429) fails at once:
+// the server is up and rejects the request, so waiting would not help.
 void wait_until_ready(bs::ClientConfig& client, const bs::SampleRequest& test_request,
                       int timeout_sec) {
   const auto deadline = bs::Clock::now() + std::chrono::seconds(timeout_sec);
   if (timeout_sec > 0) std::printf("Waiting for endpoint to become up in %d seconds\n", timeout_sec);
   while (true) {
     std::string error;
+    bool rejected = false;
     try {
       if (client.model.empty()) client.model = bs::fetch_first_model_id(client);
       if (timeout_sec <= 0) return;
       const bs::RequestOutput out = bs::send_request(client, test_request, "", bs::Clock::now());
       if (out.success) return;
       error = out.error;
+      rejected = out.http_status >= 400 && out.http_status < 500 && out.http_status != 408 &&
+                 out.http_status != 429;
     } catch (const Error& e) {
       error = e.what();
     }
     const auto now = bs::Clock::now();
-    VELLUM_CHECK(now < deadline, ErrorCode::kIo,
+    VELLUM_CHECK(now < deadline && !rejected, ErrorCode::kIo,
                  "Initial test run failed - check the benchmark arguments (and --vocab-size: the "
                  "prompt token ids must exist in the model's vocabulary). Error: {}",
                  error);

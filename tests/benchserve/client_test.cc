@@ -264,12 +264,25 @@ TEST(ClientTest, FailuresCarryTheirError) {
     EXPECT_FALSE(out.success);
     EXPECT_NE(out.error.find("404"), std::string::npos) << out.error;
     EXPECT_NE(out.error.find("model not found"), std::string::npos) << out.error;
+    EXPECT_EQ(out.http_status, 404);
   }
   c.server = parse_base_url("http://127.0.0.1:1");
   const RequestOutput refused = send_request(c, requests[0], "", Clock::now());
   EXPECT_FALSE(refused.success);
   EXPECT_FALSE(refused.error.empty());
+  EXPECT_EQ(refused.http_status, 0);
 }
+
+#ifdef VELLUM_CLI_PATH
+// Runs a shell command; returns its exit status and fills output with stdout and stderr.
+int run_command(const std::string& command, std::string& output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) output.append(buf, n);
+  return pclose(pipe);
+}
+#endif
 
 // The `vellum bench serve` command itself, run as a child process against the fake server:
 // model name from /v1/models, the printed block, and the --save-result file.
@@ -286,14 +299,9 @@ TEST(BenchServeCommandTest, PrintsVllmBlockAndSavesResult) {
       " --num-prompts 6 --random-input-len 16 --random-output-len 4 --vocab-size 512"
       " --max-concurrency 2 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99"
       " --goodput e2el:600000 --save-result --save-detailed --result-dir " + dir.string() +
-      " --result-filename out.json --disable-tqdm 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
+      " --result-filename out.json --disable-tqdm";
   std::string output;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) output.append(buf, n);
-  const int status = pclose(pipe);
-  ASSERT_EQ(status, 0) << output;
+  ASSERT_EQ(run_command(command, output), 0) << output;
   EXPECT_NE(output.find("============ Serving Benchmark Result ============\n"), std::string::npos)
       << output;
   EXPECT_NE(output.find("\nSuccessful requests:                     6         \n"),
@@ -339,6 +347,25 @@ TEST(BenchServeCommandTest, PrintsVllmBlockAndSavesResult) {
                           "p50_ttft_ms"}) {
     EXPECT_TRUE(saved.contains(key)) << key;
   }
+#endif
+}
+
+// A request the server rejects (here: an unknown model) stops the initial test run at once,
+// with the server's message, instead of being retried until the ready-check timeout.
+TEST(BenchServeCommandTest, RejectedTestRequestFailsAtOnce) {
+#ifndef VELLUM_CLI_PATH
+  GTEST_SKIP() << "the vellum program is not part of this build";
+#else
+  if (!std::filesystem::exists(VELLUM_CLI_PATH)) GTEST_SKIP() << "vellum is not built";
+  FakeOpenAiServer server;
+  std::string output;
+  EXPECT_NE(run_command(std::string(VELLUM_CLI_PATH) + " bench serve --base-url " +
+                            server.base_url() + " --model other-model --num-prompts 2",
+                        output),
+            0);
+  EXPECT_NE(output.find("Initial test run failed"), std::string::npos) << output;
+  EXPECT_NE(output.find("model not found"), std::string::npos) << output;
+  EXPECT_EQ(server.payloads().size(), 1u);
 #endif
 }
 
