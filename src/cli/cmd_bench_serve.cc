@@ -155,8 +155,11 @@ void wait_until_ready(bs::ClientConfig& client, const bs::SampleRequest& test_re
     }
     const auto now = bs::Clock::now();
     VELLUM_CHECK(now < deadline && !rejected, ErrorCode::kIo,
-                 "Initial test run failed - check the benchmark arguments (and --vocab-size: the "
-                 "prompt token ids must exist in the model's vocabulary). Error: {}",
+                 "Initial test run failed - please make sure the benchmark arguments are "
+                 "correctly specified{}. Error: {}",
+                 rejected ? " (the prompt token ids must be in the model's vocabulary: see "
+                            "--vocab-size)"
+                          : "",
                  error);
     std::this_thread::sleep_for(std::min<bs::Clock::duration>(std::chrono::seconds(5), deadline - now));
   }
@@ -266,6 +269,7 @@ int run_serve_bench(ServeBenchOptions& o) {
 
   const bs::BenchmarkMetrics metrics = bs::calculate_metrics(run.outputs, run.duration_s,
                                                              percentiles, slo);
+  std::fflush(stdout);
   if (metrics.completed == 0) {
     std::fprintf(stderr, "warning: all requests failed; check the benchmark arguments.\n");
   }
@@ -384,7 +388,14 @@ CommandRunner add_serve_bench_command(CLI::App& bench) {
                   "Retry the initial test request this long (0: skip the check)");
   cmd->add_option("--request-id-prefix", o->request_id_prefix,
                   "Send 'x-request-id: <prefix><index>' with each request");
-  return [o] { return run_serve_bench(*o); };
+  return [o] {
+    try {
+      return run_serve_bench(*o);
+    } catch (...) {
+      std::fflush(stdout);  // what was printed goes before the error main() prints to stderr
+      throw;
+    }
+  };
 }
 
 }  // namespace vellum::cli
