@@ -1,4 +1,4 @@
-// vellum: the command-line program (generate, tokenize, inspect, make-model, bench).
+// vellum: the command-line program (generate, tokenize, inspect, make-model, bench, serve).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   runners["inspect"] = vellum::cli::add_inspect_command(app);
   runners["make-model"] = vellum::cli::add_make_model_command(app);
   runners["bench"] = vellum::cli::add_bench_command(app);
+  runners["serve"] = vellum::cli::add_serve_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,167 @@
+// `vellum serve MODEL`: the OpenAI-compatible HTTP server (vLLM's `vllm serve`). The listener
+// starts at once and answers 503 while the model loads; SIGINT/SIGTERM stop accepting, let
+// in-flight requests finish for --shutdown-grace-period seconds, abort the rest and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "common/check.h"
+#include "common/logging.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "vellum/engine_client.h"
+
+namespace vellum::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  server::ServerOptions server;
+  std::string chat_template;
+  bool enable_prefix_caching = false;  // the default; the flag exists for vLLM's command lines
+  double shutdown_grace_seconds = 5.0;
+  std::string metrics_prefix = "vellum";
+  double log_interval_seconds = 10.0;
+  EngineConfig config;
+  EngineOptionStrings strings;
+};
+
+bool valid_metric_prefix(const std::string& prefix) {
+  if (prefix.empty() || std::isdigit(static_cast<unsigned char>(prefix[0]))) return false;
+  for (char c : prefix) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// The API key: --api-key, else $VLLM_API_KEY, else $VELLUM_API_KEY (read once, here).
+std::string api_key_from_environment() {
+  for (const char* name : {"VLLM_API_KEY", "VELLUM_API_KEY"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return value;
+  }
+  return "";
+}
+
+int run_serve(ServeOptions& o) {
+  o.config.model.model = o.model;
+  o.config.model.chat_template = o.chat_template;
+  finish_engine_options(o.config, o.strings);
+  VELLUM_CHECK(valid_metric_prefix(o.metrics_prefix), ErrorCode::kInvalidArgument,
+               "--metrics-prefix '{}' must match [a-zA-Z_][a-zA-Z0-9_]*", o.metrics_prefix);
+  VELLUM_CHECK(o.shutdown_grace_seconds >= 0, ErrorCode::kInvalidArgument,
+               "--shutdown-grace-period must be >= 0 seconds");
+  // vLLM serves the model under the name it was given on the command line.
+  if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
+  o.config.model.served_model_name = o.server.served_model_name;
+  o.server.model_path = o.model;
+  if (o.server.api_key.empty()) o.server.api_key = api_key_from_environment();
+
+  // Signals are taken by sigtimedwait below; block them before any thread starts so that every
+  // thread inherits the mask. A shell starts background jobs with SIGINT ignored, and an ignored
+  // signal is dropped even while blocked: restore the default so `kill -INT` stops the server.
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<server::ServerMetrics> metrics;  // outlives the engine thread (declared first)
+  EngineClient client(o.config);
+  server::HttpServer http(o.server, client);
+  const auto port = http.bind();
+  if (!port) {
+    std::fprintf(stderr, "error: cannot listen on %s:%d (is the port in use? try --port)\n",
+                 o.server.host.c_str(), o.server.port);
+    client.shutdown(std::chrono::milliseconds(0));
+    return 1;
+  }
+  std::thread http_thread([&http] { http.serve(); });
+  std::fprintf(stderr, "vellum serve: listening on http://%s:%d, loading %s\n",
+               o.server.host.c_str(), *port, o.model.c_str());
+
+  const auto grace = std::chrono::milliseconds(
+      static_cast<int64_t>(o.shutdown_grace_seconds * 1000.0));
+  int exit_code = 0;
+  bool ready = false;
+  auto last_log = std::chrono::steady_clock::now();
+  const timespec tick{0, 200'000'000};
+  while (true) {
+    const int signal = sigtimedwait(&signals, nullptr, &tick);
+    if (signal == SIGINT || signal == SIGTERM) {
+      std::fprintf(stderr, "vellum serve: %s received, shutting down (grace %.1f s)\n",
+                   signal == SIGINT ? "SIGINT" : "SIGTERM", o.shutdown_grace_seconds);
+      break;
+    }
+    const EngineClient::State state = client.state();
+    if (state == EngineClient::State::kFailed || state == EngineClient::State::kStopped) {
+      std::fprintf(stderr, "error: the engine %s: %s\n",
+                   ready ? "died" : "failed to load the model", client.failure().c_str());
+      exit_code = 1;
+      break;
+    }
+    if (!ready && state == EngineClient::State::kReady) {
+      const LLMEngine& engine = client.engine();
+      metrics = std::make_unique<server::ServerMetrics>(server::MetricsOptions{
+          o.metrics_prefix, o.server.served_model_name, engine.max_model_len(),
+          engine.config().cache});
+      http.on_engine_ready(metrics.get());
+      ready = true;
+      std::fprintf(stderr, "vellum serve: model loaded (max_model_len %lld); serving '%s'\n",
+                   static_cast<long long>(engine.max_model_len()),
+                   o.server.served_model_name.c_str());
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (ready && o.log_interval_seconds > 0 &&
+        std::chrono::duration<double>(now - last_log).count() >= o.log_interval_seconds) {
+      last_log = now;
+      VELLUM_LOG_INFO("{}", metrics->log_line(
+                                client.stats(),
+                                std::chrono::duration<double>(now.time_since_epoch()).count()));
+    }
+  }
+  http.shutdown(exit_code == 0 ? grace : std::chrono::milliseconds(0));
+  http_thread.join();
+  return exit_code;
+}
+
+}  // namespace
+
+CommandRunner add_serve_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  auto o = std::make_shared<ServeOptions>();
+  cmd->add_option("model", o->model, "GGUF file")->required();
+  cmd->add_option("--host", o->server.host, "Address to listen on");
+  cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port)");
+  cmd->add_option("--api-key", o->server.api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1 (default: $VLLM_API_KEY, then "
+                  "$VELLUM_API_KEY)");
+  cmd->add_option("--served-model-name", o->server.served_model_name,
+                  "Model name in the API (default: the MODEL argument)");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "Jinja chat template file (default: the model's)");
+  cmd->add_flag("--enable-prefix-caching", o->enable_prefix_caching,
+                "Enable prefix caching (the default)");
+  cmd->add_option("--shutdown-grace-period", o->shutdown_grace_seconds,
+                  "Seconds in-flight requests may finish after SIGINT/SIGTERM");
+  cmd->add_option("--metrics-prefix", o->metrics_prefix,
+                  "Prefix of the /metrics names ('vllm' for vLLM dashboards)");
+  cmd->add_option("--stats-log-interval", o->log_interval_seconds,
+                  "Seconds between throughput log lines at --log-level info (0: off)");
+  cmd->add_option("--http-threads", o->server.num_http_threads,
+                  "Connections served at once (each streaming client holds one)");
+  add_engine_options(*cmd, o->config, o->strings);
+  return [o] { return run_serve(*o); };
+}
+
+}  // namespace vellum::cli

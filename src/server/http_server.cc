@@ -1,0 +1,354 @@
+#include "server/http_server.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <ctime>
+#include <exception>
+#include <memory>
+#include <thread>
+
+#include "server/api_error.h"
+#include "server/openai_protocol.h"
+#include "server/peer_connection.h"
+#include "server/response_format.h"
+#include "server/serving_chat.h"
+#include "server/serving_completion.h"
+
+#ifndef VELLUM_VERSION_STRING
+#define VELLUM_VERSION_STRING "unknown"
+#endif
+
+namespace vellum::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kJson = "application/json";
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  res.status = error.status;
+  res.set_content(dump_json(error_json(error)), kJson);
+}
+
+void send_json(httplib::Response& res, const json& body) {
+  res.status = 200;
+  res.set_content(dump_json(body), kJson);
+}
+
+// Compares in time that depends only on the expected value's length, so the response time does
+// not reveal how much of a guessed key was right.
+bool constant_time_equal(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const char g = i < given.size() ? given[i] : '\0';
+    diff |= static_cast<unsigned char>(g ^ expected[i]);
+  }
+  return diff == 0;
+}
+
+bool needs_auth(const std::string& path) {
+  return path.rfind("/v1", 0) == 0 || path.rfind("/v2", 0) == 0 ||
+         path.rfind("/inference", 0) == 0;
+}
+
+// Keeps GET /load's count while a generation request is being served (until its SSE body ends).
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int64_t>& count) : count_(count) { ++count_; }
+  ~InFlight() { --count_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int64_t>& count_;
+};
+
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions options, EngineClient& client)
+    : options_(std::move(options)),
+      client_(client),
+      created_(static_cast<int64_t>(std::time(nullptr))) {
+  context_.client = &client_;
+  context_.served_model_name = options_.served_model_name;
+  context_.on_request_submitted = [this](const SamplingParams& params) {
+    if (ServerMetrics* metrics = metrics_.load()) metrics->on_request_submitted(params);
+  };
+  // A client that vanishes mid-write must fail the write, not kill the process.
+  ::signal(SIGPIPE, SIG_IGN);
+  const auto num_threads = static_cast<size_t>(std::max(1, options_.num_http_threads));
+  http_.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
+  http_.set_payload_max_length(options_.max_body_bytes);
+  install_routes();
+}
+
+HttpServer::~HttpServer() { http_.stop(); }
+
+void HttpServer::on_engine_ready(ServerMetrics* metrics) {
+  if (metrics != nullptr) {
+    client_.set_step_observer([metrics](const StepReport& report) {
+      metrics->observe_step(report);
+    });
+  }
+  metrics_ = metrics;
+  ready_ = true;
+}
+
+std::optional<int> HttpServer::bind() {
+  if (options_.port == 0) {
+    const int port = http_.bind_to_any_port(options_.host);
+    if (port <= 0) return std::nullopt;
+    return port;
+  }
+  if (!http_.bind_to_port(options_.host, options_.port)) return std::nullopt;
+  return options_.port;
+}
+
+void HttpServer::serve() {
+  serving_ = true;
+  if (!shutting_down_) http_.listen_after_bind();
+  serving_ = false;
+}
+
+void HttpServer::shutdown(std::chrono::milliseconds grace) {
+  shutting_down_ = true;
+  // serve() may still be entering listen: wait until it runs, so that stop() reaches it.
+  for (int i = 0; i < 200 && serving_ && !http_.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  http_.stop();
+  client_.shutdown(grace);
+}
+
+bool HttpServer::authorized(const httplib::Request& req) const {
+  if (options_.api_key.empty() || !needs_auth(req.path) || req.method == "OPTIONS") return true;
+  return constant_time_equal(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
+}
+
+bool HttpServer::answer_if_unavailable(httplib::Response& res, bool generation) const {
+  if (generation && shutting_down_) {
+    send_error(res, ApiError::unavailable("The server is shutting down"));
+    return true;
+  }
+  switch (client_.state()) {
+    case EngineClient::State::kReady:
+      if (ready_) return false;
+      send_error(res, ApiError::unavailable(
+                          "The model is still loading; retry when GET /health returns 200"));
+      return true;
+    case EngineClient::State::kLoading:
+      send_error(res, ApiError::unavailable(
+                          "The model is still loading; retry when GET /health returns 200"));
+      return true;
+    case EngineClient::State::kFailed:
+      send_error(res, ApiError::internal("The engine failed: " + client_.failure()));
+      return true;
+    case EngineClient::State::kStopped:
+      send_error(res, ApiError::unavailable("The server is shutting down"));
+      return true;
+  }
+  return true;
+}
+
+void HttpServer::install_routes() {
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 401;
+    res.set_content(R"({"error":"Unauthorized"})", kJson);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Fills the bodies httplib leaves empty (unknown route, oversized body) with the error JSON.
+  http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty() || res.status == 503) return;
+    if (res.status == 413) {
+      send_error(res, ApiError{413, "BadRequestError",
+                               fmt::format("The request body is larger than the limit of {} bytes",
+                                           options_.max_body_bytes),
+                               std::nullopt});
+    } else if (res.status == 404) {
+      send_error(res, ApiError::not_found(fmt::format("Not Found: {} {}", req.method, req.path)));
+    } else {
+      send_error(res, ApiError{res.status, "BadRequestError",
+                               fmt::format("HTTP error {}", res.status), std::nullopt});
+    }
+  });
+  http_.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+        std::string message = "unknown error";
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          message = e.what();
+        } catch (...) {
+        }
+        send_error(res, ApiError::internal(message));
+      });
+
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    if (ready_ && client_.state() == EngineClient::State::kReady && !shutting_down_) {
+      res.status = 200;
+      return;
+    }
+    answer_if_unavailable(res, true);
+  };
+  http_.Get("/health", health);
+  http_.Get("/ping", health);
+  http_.Post("/ping", health);
+  http_.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, json{{"version", VELLUM_VERSION_STRING}});
+  });
+  http_.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, json{{"server_load", num_in_flight()}});
+  });
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const ServerMetrics* metrics = metrics_.load();
+    if (metrics == nullptr) {
+      send_error(res, ApiError::not_found("Metrics are not available (yet)"));
+      return;
+    }
+    res.set_content(metrics->render(client_.stats()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    handle_models(res);
+  });
+  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res);
+  });
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_chat(req, res);
+  });
+  http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_tokenize(req, res);
+  });
+  http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_detokenize(req, res);
+  });
+}
+
+template <typename Run>
+void HttpServer::respond_with(const httplib::Request& req, httplib::Response& res,
+                              std::unique_ptr<Run> run) {
+  auto in_flight = std::make_shared<InFlight>(num_in_flight_);
+  const PeerConnection peer =
+      PeerConnection::find(req.remote_addr, req.remote_port, req.local_port);
+  const PeerGoneFn peer_gone = [peer] { return peer.closed(); };
+  if (!run->streaming()) {
+    auto result = run->collect(peer_gone);
+    if (auto* error = std::get_if<ApiError>(&result)) {
+      send_error(res, *error);
+    } else {
+      send_json(res, std::get<json>(result));
+    }
+    return;
+  }
+  // The provider owns the run: when httplib drops the response (done, or the client vanished
+  // before the body began), the run's destructor aborts whatever is unfinished.
+  std::shared_ptr<Run> shared(std::move(run));
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream", [shared, peer_gone, in_flight](size_t, httplib::DataSink& sink) {
+        const bool complete = shared->stream(
+            [&sink](const std::string& data) { return sink.write(data.data(), data.size()); },
+            peer_gone);
+        if (complete) sink.done();
+        return complete;
+      });
+}
+
+void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res) {
+  if (answer_if_unavailable(res, true)) return;
+  auto parsed = parse_completion_request(req.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  auto started = CompletionRun::start(context_, std::move(std::get<CompletionRequest>(parsed)));
+  if (auto* error = std::get_if<ApiError>(&started)) return send_error(res, *error);
+  respond_with(req, res, std::move(std::get<std::unique_ptr<CompletionRun>>(started)));
+}
+
+void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  if (answer_if_unavailable(res, true)) return;
+  auto parsed = parse_chat_completion_request(req.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  auto started = ChatRun::start(context_, std::move(std::get<ChatCompletionRequest>(parsed)));
+  if (auto* error = std::get_if<ApiError>(&started)) return send_error(res, *error);
+  respond_with(req, res, std::move(std::get<std::unique_ptr<ChatRun>>(started)));
+}
+
+void HttpServer::handle_models(httplib::Response& res) {
+  if (answer_if_unavailable(res, false)) return;
+  const json permission{{"id", "modelperm-" + random_id()},
+                        {"object", "model_permission"},
+                        {"created", created_},
+                        {"allow_create_engine", false},
+                        {"allow_sampling", true},
+                        {"allow_logprobs", true},
+                        {"allow_search_indices", false},
+                        {"allow_view", true},
+                        {"allow_fine_tuning", false},
+                        {"organization", "*"},
+                        {"group", nullptr},
+                        {"is_blocking", false}};
+  const json model{{"id", options_.served_model_name},
+                   {"object", "model"},
+                   {"created", created_},
+                   {"owned_by", "vllm"},
+                   {"root", options_.model_path},
+                   {"parent", nullptr},
+                   {"max_model_len", client_.engine().max_model_len()},
+                   {"permission", json::array({permission})}};
+  send_json(res, json{{"object", "list"}, {"data", json::array({model})}});
+}
+
+void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  if (answer_if_unavailable(res, false)) return;
+  auto parsed = parse_tokenize_request(req.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  const TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
+  if (auto error = check_model(r.model, options_.served_model_name)) {
+    return send_error(res, *error);
+  }
+  const LLMEngine& engine = client_.engine();
+  std::vector<int32_t> tokens;
+  if (r.chat) {
+    std::string text;
+    try {
+      text = engine.apply_chat_template(*r.chat);
+    } catch (const std::exception& e) {
+      return send_error(res, ApiError::bad_request(e.what()));
+    }
+    tokens = engine.encode(text, r.add_special_tokens, true);
+  } else {
+    tokens = engine.encode(*r.prompt, r.add_special_tokens, false);
+  }
+  json body{{"count", tokens.size()},
+            {"max_model_len", engine.max_model_len()},
+            {"tokens", tokens}};
+  if (r.return_token_strs) {
+    json strs = json::array();
+    for (int32_t id : tokens) strs.push_back(engine.token_text(id));
+    body["token_strs"] = std::move(strs);
+  }
+  send_json(res, body);
+}
+
+void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+  if (answer_if_unavailable(res, false)) return;
+  auto parsed = parse_detokenize_request(req.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  const DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
+  if (auto error = check_model(r.model, options_.served_model_name)) {
+    return send_error(res, *error);
+  }
+  const LLMEngine& engine = client_.engine();
+  for (int32_t id : r.tokens) {
+    if (id >= engine.vocab_size()) {
+      return send_error(
+          res,
+          ApiError::bad_request(fmt::format("Token id {} is out of vocabulary", id), "tokens"));
+    }
+  }
+  send_json(res, json{{"prompt", engine.decode(r.tokens, false)}});
+}
+
+}  // namespace vellum::server

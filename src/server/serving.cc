@@ -1,0 +1,142 @@
+#include "server/serving.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+namespace vellum::server {
+
+std::optional<ApiError> check_model(const std::optional<std::string>& model,
+                                    const std::string& served_model_name) {
+  if (!model || *model == served_model_name) return std::nullopt;
+  return ApiError::not_found(fmt::format("The model `{}` does not exist.", *model), "model");
+}
+
+std::string random_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
+
+std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine,
+                                                         const Prompt& prompt,
+                                                         const SamplingParams& params,
+                                                         bool add_special, bool parse_special) {
+  EngineInput input;
+  const int64_t vocab_size = engine.vocab_size();
+  const int64_t max_model_len = engine.max_model_len();
+  if (const auto* text = std::get_if<std::string>(&prompt)) {
+    input.token_ids = engine.encode(*text, add_special, parse_special);
+    input.prompt_text = *text;
+  } else {
+    input.token_ids = std::get<std::vector<int32_t>>(prompt);
+    for (int32_t id : input.token_ids) {
+      if (id < 0 || id >= vocab_size) {
+        return ApiError::bad_request(fmt::format("Token id {} is out of vocabulary", id),
+                                     "prompt");
+      }
+    }
+    input.prompt_text = engine.decode(input.token_ids, params.skip_special_tokens);
+  }
+
+  if (params.truncate_prompt_tokens) {
+    int64_t keep = *params.truncate_prompt_tokens;
+    if (keep == -1) keep = max_model_len;
+    if (keep > max_model_len) {
+      return ApiError::bad_request(
+          fmt::format("truncate_prompt_tokens value ({}) is greater than max_model_len ({}). "
+                      "Please, select a smaller truncation size.",
+                      keep, max_model_len),
+          "truncate_prompt_tokens");
+    }
+    const auto size = static_cast<int64_t>(input.token_ids.size());
+    if (keep >= 0 && size > keep) {
+      input.token_ids.erase(input.token_ids.begin(), input.token_ids.begin() + (size - keep));
+    }
+  }
+
+  const auto prompt_len = static_cast<int64_t>(input.token_ids.size());
+  if (prompt_len == 0) return ApiError::bad_request("The decoder prompt cannot be empty", "prompt");
+  if (prompt_len >= max_model_len) {
+    return ApiError::bad_request(
+        fmt::format("This model's maximum context length is {} tokens. However, your request has "
+                    "{} input tokens. Please reduce the length of the input messages.",
+                    max_model_len, prompt_len),
+        "input_tokens");
+  }
+
+  // vLLM's get_max_tokens: the request's value capped by what the context leaves (a value below
+  // 1 stays for validate() to reject).
+  input.params = params;
+  const int64_t room = max_model_len - prompt_len;
+  input.params.max_tokens = std::min(params.max_tokens.value_or(room), room);
+
+  if (auto error = input.params.validate()) {
+    return ApiError::bad_request(error->message, error->param);
+  }
+  if (auto error = input.params.validate_for_model(
+          SamplingModelLimits{vocab_size, kDefaultMaxLogprobs})) {
+    return ApiError::bad_request(error->message, error->param);
+  }
+  return input;
+}
+
+EngineRequestGroup::~EngineRequestGroup() { abort_all(); }
+
+void EngineRequestGroup::submit(const std::string& request_id, const EngineInput& input,
+                                int priority) {
+  request_ids_.push_back(request_id);
+  streams_.push_back(context_.client->submit(request_id, Prompt(input.token_ids), input.params,
+                                             priority));
+  if (context_.on_request_submitted) context_.on_request_submitted(input.params);
+}
+
+bool EngineRequestGroup::drain(
+    const PeerGoneFn& peer_gone,
+    const std::function<bool(size_t prompt_idx, RequestOutput& output)>& on_output) {
+  // One stream: block on it. Several: block briefly on the first open one and take what the
+  // others have queued, so no stream waits long behind another.
+  constexpr auto kSingleWait = std::chrono::milliseconds(50);
+  constexpr auto kMultiWait = std::chrono::milliseconds(10);
+  std::vector<bool> finished(streams_.size(), false);
+  size_t num_open = streams_.size();
+  while (num_open > 0) {
+    bool blocked = false;
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      if (finished[i]) continue;
+      auto timeout = std::chrono::milliseconds(0);
+      if (!blocked) {
+        timeout = streams_.size() == 1 ? kSingleWait : kMultiWait;
+        blocked = true;
+      }
+      for (RequestOutput& output : streams_[i]->wait(timeout)) {
+        if (!on_output(i, output)) {
+          abort_all();
+          return false;
+        }
+      }
+      if (streams_[i]->done()) {
+        finished[i] = true;
+        --num_open;
+        if (auto error = streams_[i]->error(); error && !error_) error_ = *error;
+      }
+    }
+    if (num_open > 0 && peer_gone && peer_gone()) {
+      abort_all();
+      return false;
+    }
+  }
+  return true;
+}
+
+void EngineRequestGroup::abort_all() {
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    if (!streams_[i]->done()) context_.client->abort(request_ids_[i]);
+  }
+}
+
+ApiError generation_error() {
+  return ApiError::internal("Internal server error: the engine failed while generating");
+}
+
+}  // namespace vellum::server

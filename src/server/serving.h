@@ -1,0 +1,94 @@
+// The generation path shared by /v1/completions and /v1/chat/completions: turning a prompt into
+// validated engine input (tokenize, truncate, length and vocabulary checks, max_tokens, sampling
+// parameter validation), and the engine requests of one API request, submitted, read and aborted
+// together.
+//
+// Everything here runs on an HTTP thread and talks to the engine only through EngineClient.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/openai_protocol.h"
+#include "vellum/engine.h"
+#include "vellum/engine_client.h"
+
+namespace vellum::server {
+
+// What the serving code needs from the server around it.
+struct ServingContext {
+  EngineClient* client = nullptr;
+  std::string served_model_name;
+  // Called once per submitted engine request (metrics); may be empty.
+  std::function<void(const SamplingParams&)> on_request_submitted;
+};
+
+// True when the HTTP client has gone away; polled while waiting for the engine.
+using PeerGoneFn = std::function<bool()>;
+// Writes one piece of an SSE body; false when the client is gone.
+using WriteFn = std::function<bool(const std::string& data)>;
+
+// None or the served name is fine; any other name is vLLM's 404 with param "model".
+std::optional<ApiError> check_model(const std::optional<std::string>& model,
+                                    const std::string& served_model_name);
+
+// A random id suffix (32 hex digits), as vLLM's random_uuid().
+std::string random_id();
+
+// One prompt ready for the engine.
+struct EngineInput {
+  std::vector<int32_t> token_ids;
+  std::string prompt_text;  // the text (or the decoded ids) for echo
+  SamplingParams params;    // max_tokens resolved against the context length
+};
+
+// Tokenizes (text prompts with add_special / parse_special), applies truncate_prompt_tokens,
+// checks the ids against the vocabulary and the length against max_model_len, resolves max_tokens
+// (none: what the context leaves) and validates the sampling parameters. Errors are vLLM's
+// 400s with `param`.
+std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine,
+                                                         const Prompt& prompt,
+                                                         const SamplingParams& params,
+                                                         bool add_special, bool parse_special);
+
+// The engine requests of one API request (one per prompt). Destroying the group aborts whatever
+// has not finished, so a request whose HTTP client vanished never keeps its KV blocks.
+class EngineRequestGroup {
+ public:
+  explicit EngineRequestGroup(const ServingContext& context) : context_(context) {}
+  ~EngineRequestGroup();
+  EngineRequestGroup(const EngineRequestGroup&) = delete;
+  EngineRequestGroup& operator=(const EngineRequestGroup&) = delete;
+
+  void submit(const std::string& request_id, const EngineInput& input, int priority);
+  size_t size() const { return streams_.size(); }
+
+  // Reads outputs until every request finished, calling on_output(prompt_idx, output) for each;
+  // polls peer_gone between waits. Returns false when the peer went away or on_output returned
+  // false; every unfinished request is then aborted.
+  bool drain(const PeerGoneFn& peer_gone,
+             const std::function<bool(size_t prompt_idx, RequestOutput& output)>& on_output);
+
+  // The first engine rejection or failure, if any (vLLM's message).
+  const std::optional<std::string>& error() const { return error_; }
+
+  void abort_all();
+
+ private:
+  const ServingContext& context_;
+  std::vector<std::string> request_ids_;
+  std::vector<std::shared_ptr<RequestStream>> streams_;
+  std::optional<std::string> error_;
+};
+
+// The error of a generation that ended with finish_reason "error" (vLLM's GenerationError).
+ApiError generation_error();
+
+}  // namespace vellum::server

@@ -1,0 +1,174 @@
+#include "server/serving_chat.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <exception>
+
+namespace vellum::server {
+
+using json = nlohmann::ordered_json;
+
+ChatRun::ChatRun(const ServingContext& context, ChatCompletionRequest request)
+    : context_(context), request_(std::move(request)), group_(context) {}
+
+std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingContext& context,
+                                                                ChatCompletionRequest request) {
+  if (auto error = check_model(request.model, context.served_model_name)) return *error;
+  if (request.cache_salt) {
+    return ApiError::not_implemented("cache_salt is not supported by this server yet",
+                                     "cache_salt");
+  }
+  const LLMEngine& engine = context.client->engine();
+  std::string prompt;
+  try {
+    prompt = engine.apply_chat_template(request.chat);
+  } catch (const std::exception& e) {
+    // A missing template, malformed messages or a template error: vLLM's 400.
+    return ApiError::bad_request(e.what());
+  }
+  std::unique_ptr<ChatRun> run(new ChatRun(context, std::move(request)));
+  ChatCompletionRequest& r = run->request_;
+  r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
+  auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, true);
+  if (auto* error = std::get_if<ApiError>(&input)) return *error;
+  run->input_ = std::move(std::get<EngineInput>(input));
+  run->header_ = ResponseHeader{"chatcmpl-" + r.request_id.value_or(random_id()),
+                                r.stream ? "chat.completion.chunk" : "chat.completion",
+                                static_cast<int64_t>(std::time(nullptr)),
+                                context.served_model_name};
+  if (r.return_tokens_as_token_ids) {
+    run->token_text_ = [](int32_t id) { return fmt::format("token_id:{}", id); };
+  } else {
+    run->token_text_ = [&engine](int32_t id) { return engine.decode({id}, false); };
+  }
+  run->group_.submit(fmt::format("{}-{}", run->header_.id, random_id().substr(0, 8)), run->input_,
+                     r.priority);
+  return run;
+}
+
+json ChatRun::logprobs_json(const CompletionOutput& output) const {
+  if (!request_.logprobs || !output.logprobs) return nullptr;
+  return chat_logprobs_json(*output.logprobs, request_.top_logprobs.value_or(0), token_text_);
+}
+
+std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
+  RequestOutput final_output;
+  const bool complete = group_.drain(peer_gone, [&](size_t, RequestOutput& out) {
+    if (out.finished) final_output = std::move(out);
+    return true;
+  });
+  if (!complete) return ApiError::bad_request("Client disconnected");
+  if (group_.error()) return ApiError::bad_request(*group_.error());
+
+  std::sort(final_output.outputs.begin(), final_output.outputs.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
+  json choices = json::array();
+  Usage usage{static_cast<int64_t>(final_output.prompt_token_ids.size()), 0,
+              final_output.num_cached_tokens};
+  for (const CompletionOutput& output : final_output.outputs) {
+    if (output.finish_reason == "error") return generation_error();
+    json message{{"role", request_.response_role},
+                 {"content", request_.echo_text + output.text},
+                 {"reasoning", nullptr},
+                 {"tool_calls", json::array()}};
+    json choice{{"index", output.index},
+                {"message", std::move(message)},
+                {"logprobs", logprobs_json(output)},
+                {"finish_reason", output.finish_reason ? json(*output.finish_reason) : json()},
+                {"stop_reason", stop_reason_json(output)}};
+    if (request_.return_token_ids) choice["token_ids"] = output.token_ids;
+    choices.push_back(std::move(choice));
+    usage.completion_tokens += static_cast<int64_t>(output.token_ids.size());
+  }
+  json response = header_json(header_);
+  response["choices"] = std::move(choices);
+  response["usage"] = usage_json(usage);
+  response["prompt_logprobs"] = final_output.prompt_logprobs
+                                    ? prompt_logprobs_json(*final_output.prompt_logprobs,
+                                                           token_text_)
+                                    : json();
+  if (request_.return_token_ids) response["prompt_token_ids"] = final_output.prompt_token_ids;
+  response["system_fingerprint"] = nullptr;
+  return response;
+}
+
+bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
+  const ChatCompletionRequest& r = request_;
+  const auto num_choices = static_cast<size_t>(r.params.n);
+  const auto prompt_tokens = static_cast<int64_t>(input_.token_ids.size());
+  const bool include_usage = r.stream_options.include_usage;
+  const bool continuous_usage = include_usage && r.stream_options.continuous_usage_stats;
+  std::vector<int64_t> num_tokens(num_choices, 0);
+  int64_t cached_tokens = 0;
+
+  auto chunk_with = [&](json choice, size_t i) {
+    json chunk = header_json(header_);
+    chunk["choices"] = json::array({std::move(choice)});
+    if (continuous_usage) {
+      chunk["usage"] = usage_json(Usage{prompt_tokens, num_tokens[i], std::nullopt});
+    }
+    return sse_event(chunk);
+  };
+
+  // The opening chunk of each choice carries the role; an echo follows it.
+  for (size_t i = 0; i < num_choices; ++i) {
+    json role_choice{{"index", i},
+                     {"delta", {{"role", r.response_role}, {"content", ""}}},
+                     {"logprobs", nullptr},
+                     {"finish_reason", nullptr}};
+    if (!write(chunk_with(std::move(role_choice), i))) return false;
+    if (!r.echo_text.empty()) {
+      json echo_choice{{"index", i},
+                       {"delta", {{"content", r.echo_text}}},
+                       {"logprobs", nullptr},
+                       {"finish_reason", nullptr}};
+      if (!write(chunk_with(std::move(echo_choice), i))) return false;
+    }
+  }
+
+  bool write_failed = false;
+  bool generation_failed = false;
+  const bool complete = group_.drain(peer_gone, [&](size_t, RequestOutput& out) {
+    cached_tokens = std::max(cached_tokens, out.num_cached_tokens);
+    for (const CompletionOutput& output : out.outputs) {
+      const auto i = static_cast<size_t>(output.index);
+      if (i >= num_choices) continue;
+      if (output.finish_reason == "error") {
+        generation_failed = true;
+        return false;
+      }
+      if (output.text.empty() && output.token_ids.empty() && !output.finished()) continue;
+      num_tokens[i] += static_cast<int64_t>(output.token_ids.size());
+      json choice{{"index", i},
+                  {"delta", {{"content", output.text}}},
+                  {"logprobs", logprobs_json(output)},
+                  {"finish_reason", output.finish_reason ? json(*output.finish_reason) : json()}};
+      if (output.finished()) choice["stop_reason"] = stop_reason_json(output);
+      if (r.return_token_ids) choice["token_ids"] = output.token_ids;
+      if (!write(chunk_with(std::move(choice), i))) {
+        write_failed = true;
+        return false;
+      }
+    }
+    return true;
+  });
+  if (write_failed || (!complete && !generation_failed)) return false;
+
+  if (generation_failed) {
+    if (!write(sse_event(error_json(generation_error())))) return false;
+  } else if (group_.error()) {
+    if (!write(sse_event(error_json(ApiError::bad_request(*group_.error()))))) return false;
+  } else if (include_usage) {
+    Usage usage{prompt_tokens, 0, cached_tokens};
+    for (int64_t n : num_tokens) usage.completion_tokens += n;
+    json chunk = header_json(header_);
+    chunk["choices"] = json::array();
+    chunk["usage"] = usage_json(usage);
+    if (!write(sse_event(chunk))) return false;
+  }
+  return write(kSseDone);
+}
+
+}  // namespace vellum::server
