@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -64,6 +65,12 @@ int run_serve(ServeOptions& o) {
   o.config.model.served_model_name = o.server.served_model_name;
   o.server.model_path = o.model;
   if (o.server.api_key.empty()) o.server.api_key = api_key_from_environment();
+  // Each connection being served holds an HTTP thread for as long as its request runs, so there
+  // must be room for every sequence the engine can run plus the clients still waiting.
+  if (o.server.num_http_threads <= 0) {
+    o.server.num_http_threads =
+        static_cast<int>(std::max<int64_t>(64, 2 * o.config.scheduler.max_num_seqs));
+  }
 
   // Signals are taken by sigtimedwait below; block them before any thread starts so that every
   // thread inherits the mask. A shell starts background jobs with SIGINT ignored, and an ignored
@@ -158,8 +165,9 @@ CommandRunner add_serve_command(CLI::App& app) {
                   "Prefix of the /metrics names ('vllm' for vLLM dashboards)");
   cmd->add_option("--stats-log-interval", o->log_interval_seconds,
                   "Seconds between throughput log lines at --log-level info (0: off)");
+  o->server.num_http_threads = 0;
   cmd->add_option("--http-threads", o->server.num_http_threads,
-                  "Connections served at once (each streaming client holds one)");
+                  "Connections served at once (default: 2 x --max-num-seqs, at least 64)");
   add_engine_options(*cmd, o->config, o->strings);
   return [o] { return run_serve(*o); };
 }
