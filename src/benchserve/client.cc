@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <regex>
+#include <string_view>
 #include <thread>
 
 #include "benchserve/arrivals.h"
@@ -40,14 +40,37 @@ httplib::Headers make_headers(const ClientConfig& config) {
 }  // namespace
 
 ServerAddress parse_base_url(const std::string& base_url) {
-  static const std::regex kUrl(R"(^(https?)://([^/:]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/.*)?$)");
-  std::smatch m;
-  VELLUM_CHECK(std::regex_match(base_url, m, kUrl), ErrorCode::kInvalidArgument,
-               "--base-url must look like http://host:port (optionally with a path), got '{}'",
-               base_url);
+  auto check = [&](bool ok) {
+    VELLUM_CHECK(ok, ErrorCode::kInvalidArgument,
+                 "--base-url must look like http://host:port (optionally with a path), got '{}'",
+                 base_url);
+  };
+  const size_t scheme_end = base_url.find("://");
+  check(scheme_end != std::string::npos);
+  const std::string scheme = base_url.substr(0, scheme_end);
+  check(scheme == "http" || scheme == "https");
+  const size_t authority_start = scheme_end + 3;
+  const size_t path_start = std::min(base_url.find('/', authority_start), base_url.size());
+  const std::string_view authority =
+      std::string_view(base_url).substr(authority_start, path_start - authority_start);
+
+  // host[:port]; the host may be a bracketed IPv6 address.
+  size_t host_len = authority.find(':');
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    check(close != std::string_view::npos);
+    host_len = close + 1;
+  }
+  host_len = std::min(host_len, authority.size());
+  const std::string_view port = authority.substr(host_len);
+  check(host_len > 0);
+  check(port.empty() || (port.size() >= 2 && port.size() <= 6 && port.front() == ':' &&
+                         std::all_of(port.begin() + 1, port.end(),
+                                     [](char c) { return c >= '0' && c <= '9'; })));
+
   ServerAddress address;
-  address.scheme_host_port = m[1].str() + "://" + m[2].str() + m[3].str();
-  address.path_prefix = m[4].str();
+  address.scheme_host_port = scheme + "://" + std::string(authority);
+  address.path_prefix = base_url.substr(path_start);
   while (!address.path_prefix.empty() && address.path_prefix.back() == '/') {
     address.path_prefix.pop_back();
   }

@@ -130,8 +130,14 @@ TEST(ParseBaseUrlTest, SplitsHostAndPrefix) {
   const ServerAddress b = parse_base_url("https://example.com/api/");
   EXPECT_EQ(b.scheme_host_port, "https://example.com");
   EXPECT_EQ(b.path_prefix, "/api");
+  const ServerAddress c = parse_base_url("http://[::1]:9000/v1/x");
+  EXPECT_EQ(c.scheme_host_port, "http://[::1]:9000");
+  EXPECT_EQ(c.path_prefix, "/v1/x");
   EXPECT_THROW(parse_base_url("127.0.0.1:8000"), Error);
   EXPECT_THROW(parse_base_url("ftp://host"), Error);
+  EXPECT_THROW(parse_base_url("http://:8000"), Error);
+  EXPECT_THROW(parse_base_url("http://host:80a"), Error);
+  EXPECT_THROW(parse_base_url("http://host:"), Error);
 }
 
 TEST(PayloadTest, CompletionsPayloadLikeVllm) {
