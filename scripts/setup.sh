@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git curl
   libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev libpcre2-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libfmt-dev libxxhash-dev libssl-dev

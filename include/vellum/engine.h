@@ -56,11 +56,12 @@ class LLMEngine {
   virtual ~LLMEngine() = default;
 
   // Validates and queues a request. Returns an error message (vLLM's wording) instead of queueing
-  // when the prompt or the parameters are invalid; other requests are not affected.
-  [[nodiscard]] virtual std::optional<std::string> add_request(const std::string& request_id,
-                                                               const Prompt& prompt,
-                                                               const SamplingParams& params,
-                                                               int priority = 0) = 0;
+  // when the prompt or the parameters are invalid; other requests are not affected. A non-empty
+  // cache_salt is mixed into the prefix-cache hash of the first block, so only requests with the
+  // same salt share cached blocks (vLLM's cache_salt).
+  [[nodiscard]] virtual std::optional<std::string> add_request(
+      const std::string& request_id, const Prompt& prompt, const SamplingParams& params,
+      int priority = 0, const std::string& cache_salt = {}) = 0;
   // Aborts a request wherever it is (waiting, prefilling, running, preempted). Its final output
   // (finish_reason "abort") is returned by the next step(). False if the id is unknown.
   virtual bool abort_request(const std::string& request_id) = 0;

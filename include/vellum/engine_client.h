@@ -102,7 +102,8 @@ class EngineClient {
   // requests. After shutdown() has begun, the stream fails at once with "the server is shutting
   // down".
   std::shared_ptr<RequestStream> submit(std::string request_id, Prompt prompt,
-                                        SamplingParams params, int priority = 0);
+                                        SamplingParams params, int priority = 0,
+                                        std::string cache_salt = {});
   // Aborts a request wherever it is; its final output (finish_reason "abort") still reaches its
   // stream, and its KV blocks are freed within one step. Unknown or finished ids are ignored.
   void abort(const std::string& request_id);

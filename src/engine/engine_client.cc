@@ -62,6 +62,7 @@ struct EngineClient::Command {
   Prompt prompt;
   SamplingParams params;
   int priority = 0;
+  std::string cache_salt;
   std::shared_ptr<RequestStream> stream;
 };
 
@@ -94,7 +95,8 @@ const LLMEngine& EngineClient::engine() const {
 }
 
 std::shared_ptr<RequestStream> EngineClient::submit(std::string request_id, Prompt prompt,
-                                                    SamplingParams params, int priority) {
+                                                    SamplingParams params, int priority,
+                                                    std::string cache_salt) {
   auto stream = std::make_shared<RequestStream>(request_id);
   {
     std::lock_guard lock(mu_);
@@ -112,6 +114,7 @@ std::shared_ptr<RequestStream> EngineClient::submit(std::string request_id, Prom
     command->prompt = std::move(prompt);
     command->params = std::move(params);
     command->priority = priority;
+    command->cache_salt = std::move(cache_salt);
     command->stream = stream;
     commands_.push_back(std::move(command));
     ++num_unfinished_;
@@ -229,7 +232,8 @@ void EngineClient::loop() {
         continue;
       }
       if (auto error = engine_->add_request(command->request_id, command->prompt,
-                                            command->params, command->priority)) {
+                                            command->params, command->priority,
+                                            command->cache_salt)) {
         {
           std::lock_guard lock(mu_);
           --num_unfinished_;

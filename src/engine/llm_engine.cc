@@ -104,7 +104,8 @@ class LLMEngineImpl final : public LLMEngine {
   explicit LLMEngineImpl(const EngineConfig& config);
 
   std::optional<std::string> add_request(const std::string& request_id, const Prompt& prompt,
-                                         const SamplingParams& params, int priority) override;
+                                         const SamplingParams& params, int priority,
+                                         const std::string& cache_salt) override;
   bool abort_request(const std::string& request_id) override;
   std::vector<RequestOutput> step() override;
   bool has_unfinished_requests() const override {
@@ -316,7 +317,8 @@ std::string LLMEngineImpl::apply_chat_template(const ChatTemplateRequest& reques
 std::optional<std::string> LLMEngineImpl::add_request(const std::string& request_id,
                                                       const Prompt& prompt,
                                                       const SamplingParams& raw_params,
-                                                      int priority) {
+                                                      int priority,
+                                                      const std::string& cache_salt) {
   if (output_.has_request(request_id)) {
     return "a request with id '" + request_id + "' is already running";
   }
@@ -371,6 +373,7 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   core::RequestParams rp;
   rp.arrival_time = now_seconds();
   rp.priority = priority;
+  rp.cache_salt = cache_salt;
   rp.stop.max_tokens = max_tokens;
   rp.stop.min_tokens = static_cast<int32_t>(params.min_tokens);
   // Cached positions would have no logits.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <ctime>
 #include <exception>
@@ -80,6 +81,10 @@ HttpServer::HttpServer(ServerOptions options, EngineClient& client)
   const auto num_threads = static_cast<size_t>(std::max(1, options_.num_http_threads));
   http_.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
   http_.set_payload_max_length(options_.max_body_bytes);
+  http_.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   install_routes();
 }
 
@@ -96,13 +101,17 @@ void HttpServer::on_engine_ready(ServerMetrics* metrics) {
 }
 
 std::optional<int> HttpServer::bind() {
-  if (options_.port == 0) {
-    const int port = http_.bind_to_any_port(options_.host);
+  int port = options_.port;
+  if (port == 0) {
+    port = http_.bind_to_any_port(options_.host);
     if (port <= 0) return std::nullopt;
-    return port;
+  } else if (!http_.bind_to_port(options_.host, port)) {
+    return std::nullopt;
   }
-  if (!http_.bind_to_port(options_.host, options_.port)) return std::nullopt;
-  return options_.port;
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of connections (64 clients at once)
+  // overflows it and the kernel drops connections. Listening again only raises the backlog.
+  if (const int fd = listen_fd_.load(); fd >= 0) ::listen(fd, SOMAXCONN);
+  return port;
 }
 
 void HttpServer::serve() {

@@ -91,6 +91,7 @@ class HttpServer {
   std::atomic<int64_t> num_in_flight_{0};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> serving_{false};
+  std::atomic<int> listen_fd_{-1};  // recorded when httplib creates the listening socket
 };
 
 }  // namespace vellum::server

@@ -84,10 +84,10 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
 EngineRequestGroup::~EngineRequestGroup() { abort_all(); }
 
 void EngineRequestGroup::submit(const std::string& request_id, const EngineInput& input,
-                                int priority) {
+                                int priority, const std::optional<std::string>& cache_salt) {
   request_ids_.push_back(request_id);
   streams_.push_back(context_.client->submit(request_id, Prompt(input.token_ids), input.params,
-                                             priority));
+                                             priority, cache_salt.value_or("")));
   if (context_.on_request_submitted) context_.on_request_submitted(input.params);
 }
 

@@ -67,7 +67,9 @@ class EngineRequestGroup {
   EngineRequestGroup(const EngineRequestGroup&) = delete;
   EngineRequestGroup& operator=(const EngineRequestGroup&) = delete;
 
-  void submit(const std::string& request_id, const EngineInput& input, int priority);
+  // A cache_salt keeps the request's prefix-cache blocks apart from other salts' (vLLM).
+  void submit(const std::string& request_id, const EngineInput& input, int priority,
+              const std::optional<std::string>& cache_salt);
   size_t size() const { return streams_.size(); }
 
   // Reads outputs until every request finished, calling on_output(prompt_idx, output) for each;

@@ -16,10 +16,6 @@ ChatRun::ChatRun(const ServingContext& context, ChatCompletionRequest request)
 std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingContext& context,
                                                                 ChatCompletionRequest request) {
   if (auto error = check_model(request.model, context.served_model_name)) return *error;
-  if (request.cache_salt) {
-    return ApiError::not_implemented("cache_salt is not supported by this server yet",
-                                     "cache_salt");
-  }
   const LLMEngine& engine = context.client->engine();
   std::string prompt;
   try {
@@ -44,7 +40,7 @@ std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingCon
     run->token_text_ = [&engine](int32_t id) { return engine.decode({id}, false); };
   }
   run->group_.submit(fmt::format("{}-{}", run->header_.id, random_id().substr(0, 8)), run->input_,
-                     r.priority);
+                     r.priority, r.cache_salt);
   return run;
 }
 

@@ -41,10 +41,6 @@ CompletionRun::CompletionRun(const ServingContext& context, CompletionRequest re
 std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
     const ServingContext& context, CompletionRequest request) {
   if (auto error = check_model(request.model, context.served_model_name)) return *error;
-  if (request.cache_salt) {
-    return ApiError::not_implemented("cache_salt is not supported by this server yet",
-                                     "cache_salt");
-  }
   const LLMEngine& engine = context.client->engine();
   std::unique_ptr<CompletionRun> run(new CompletionRun(context, std::move(request)));
   CompletionRequest& r = run->request_;
@@ -61,7 +57,7 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
   const std::string suffix = random_id().substr(0, 8);
   for (size_t i = 0; i < run->inputs_.size(); ++i) {
     run->group_.submit(fmt::format("{}-{}-{}", run->header_.id, i, suffix), run->inputs_[i],
-                       r.priority);
+                       r.priority, r.cache_salt);
   }
   return run;
 }
