@@ -7,12 +7,13 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
 
-# Sanitizer pass over the layers that are pure data structures and parsers (fast to build and run).
-sanitized="common;gguf;core;sampling"
+# Sanitizer pass over the layers that are pure data structures and parsers (fast to build and run),
+# and the serving benchmark's HTTP client (threads, SSE parsing).
+sanitized="common;gguf;core;sampling;benchserve"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_WERROR=ON \
   -DVELLUM_SANITIZE=ON -DVELLUM_BUILD_BENCH=OFF "-DVELLUM_TEST_LAYERS=$sanitized"
 cmake --build build/asan -j "$jobs" --target common_tests gguf_tests core_tests scheduler_tests \
-  sampling_tests
+  sampling_tests benchserve_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs"
 

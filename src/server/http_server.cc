@@ -81,6 +81,9 @@ HttpServer::HttpServer(ServerOptions options, EngineClient& client)
   const auto num_threads = static_cast<size_t>(std::max(1, options_.num_http_threads));
   http_.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
   http_.set_payload_max_length(options_.max_body_bytes);
+  // httplib closes a keep-alive connection after 5 requests by default; clients that pool
+  // connections (the openai SDKs, bench serve) then race the close.
+  http_.set_keep_alive_max_count(1000);
   http_.set_socket_options([this](socket_t sock) {
     httplib::default_socket_options(sock);
     listen_fd_ = sock;

@@ -139,4 +139,20 @@ ApiError generation_error() {
   return ApiError::internal("Internal server error: the engine failed while generating");
 }
 
+bool finish_stream(const WriteFn& write, const ResponseHeader& header, bool generation_failed,
+                   const std::optional<std::string>& engine_error,
+                   const std::optional<Usage>& usage) {
+  if (generation_failed) {
+    if (!write(sse_event(error_json(generation_error())))) return false;
+  } else if (engine_error) {
+    if (!write(sse_event(error_json(ApiError::bad_request(*engine_error))))) return false;
+  } else if (usage) {
+    nlohmann::ordered_json chunk = header_json(header);
+    chunk["choices"] = nlohmann::ordered_json::array();
+    chunk["usage"] = usage_json(*usage);
+    if (!write(sse_event(chunk))) return false;
+  }
+  return write(kSseDone);
+}
+
 }  // namespace vellum::server

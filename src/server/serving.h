@@ -17,6 +17,7 @@
 
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
+#include "server/response_format.h"
 #include "vellum/engine.h"
 #include "vellum/engine_client.h"
 
@@ -92,5 +93,12 @@ class EngineRequestGroup {
 
 // The error of a generation that ended with finish_reason "error" (vLLM's GenerationError).
 ApiError generation_error();
+
+// Ends an SSE response once its engine requests have drained: an error event when generation
+// failed or the engine rejected a request, else the usage chunk when one was asked for; then
+// "data: [DONE]". False when a write fails.
+bool finish_stream(const WriteFn& write, const ResponseHeader& header, bool generation_failed,
+                   const std::optional<std::string>& engine_error,
+                   const std::optional<Usage>& usage);
 
 }  // namespace vellum::server

@@ -196,22 +196,14 @@ bool CompletionRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
   });
   if (write_failed || (!complete && !generation_failed)) return false;
 
-  if (generation_failed) {
-    if (!write(sse_event(error_json(generation_error())))) return false;
-  } else if (group_.error()) {
-    if (!write(sse_event(error_json(ApiError::bad_request(*group_.error()))))) return false;
-  } else if (include_usage) {
-    Usage usage;
-    for (int64_t n : prompt_tokens) usage.prompt_tokens += n;
-    for (int64_t n : num_tokens) usage.completion_tokens += n;
-    usage.cached_tokens = 0;
-    for (int64_t n : cached_tokens) *usage.cached_tokens += n;
-    json chunk = header_json(header_);
-    chunk["choices"] = json::array();
-    chunk["usage"] = usage_json(usage);
-    if (!write(sse_event(chunk))) return false;
+  std::optional<Usage> usage;
+  if (include_usage) {
+    usage = Usage{0, 0, 0};
+    for (int64_t n : prompt_tokens) usage->prompt_tokens += n;
+    for (int64_t n : num_tokens) usage->completion_tokens += n;
+    for (int64_t n : cached_tokens) *usage->cached_tokens += n;
   }
-  return write(kSseDone);
+  return finish_stream(write, header_, generation_failed, group_.error(), usage);
 }
 
 }  // namespace vellum::server

@@ -128,3 +128,42 @@ it('a non-streaming client that goes away is aborted too', async () => {
   await pending;
   await waitForIdle(server.base, 'vellum', 10_000);
 });
+
+it('SIGTERM lets in-flight streams finish within the grace period and exits 0', async () => {
+  const own = await startServer({
+    args: ['--max-model-len', '512', '--kv-cache-memory', '64MiB', '--metrics-prefix', 'vllm',
+      '--shutdown-grace-period', '20'],
+  });
+  try {
+    const m = await scrapeMetrics(own.base);
+    assert.equal(metric(m.values, 'vllm:num_requests_running'), 0);
+    assert.equal(metric(m.values, 'vellum:num_requests_running'), undefined);
+    const res = await fetch(`${own.base}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 200, ignore_eos: true,
+        temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const first = await reader.read();  // the request is running
+    text += decoder.decode(first.value, { stream: true });
+    own.child.kill('SIGTERM');
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    assert.match(text, /"completion_tokens":200/);  // finished within the grace period
+    assert.ok(text.trimEnd().endsWith('data: [DONE]'));
+    const { code, signal } = await own.stop();
+    assert.equal(signal, null);
+    assert.equal(code, 0, own.log());
+    // No longer listening.
+    await assert.rejects(fetch(`${own.base}/health`));
+  } finally {
+    await own.stop();
+  }
+});
