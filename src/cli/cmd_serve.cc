@@ -102,6 +102,7 @@ int run_serve(ServeOptions& o) {
   int exit_code = 0;
   bool ready = false;
   auto last_log = std::chrono::steady_clock::now();
+  int64_t last_logged_tokens = -1;  // prompt + generated tokens at the last log line
   const timespec tick{0, 200'000'000};
   while (true) {
     const int signal = sigtimedwait(&signals, nullptr, &tick);
@@ -132,9 +133,15 @@ int run_serve(ServeOptions& o) {
     if (ready && o.log_interval_seconds > 0 &&
         std::chrono::duration<double>(now - last_log).count() >= o.log_interval_seconds) {
       last_log = now;
-      VELLUM_LOG_INFO("{}", metrics->log_line(
-                                client.stats(),
-                                std::chrono::duration<double>(now.time_since_epoch()).count()));
+      // vLLM logs the line only while there is something to report: nothing when idle.
+      const EngineStats stats = client.stats();
+      const int64_t tokens = stats.prompt_tokens + stats.generation_tokens;
+      const std::string line = metrics->log_line(
+          stats, std::chrono::duration<double>(now.time_since_epoch()).count());
+      if (tokens != last_logged_tokens || stats.num_running + stats.num_waiting > 0) {
+        VELLUM_LOG_INFO("{}", line);
+      }
+      last_logged_tokens = tokens;
     }
   }
   http.shutdown(exit_code == 0 ? grace : std::chrono::milliseconds(0));
