@@ -212,6 +212,8 @@ void EngineClient::fail_all(const std::string& message) {
 
 void EngineClient::loop() {
   bool aborted_all = false;
+  // The token counters only move in step(), so the last step's stats are the next one's "before".
+  EngineStats before = engine_->stats();
   for (;;) {
     std::vector<std::unique_ptr<Command>> commands;
     bool draining = false;
@@ -251,7 +253,6 @@ void EngineClient::loop() {
     if (draining && streams_.empty() && !engine_->has_unfinished_requests()) break;
     if (!engine_->has_unfinished_requests()) continue;
 
-    const EngineStats before = engine_->stats();
     std::vector<RequestOutput> outputs = engine_->step();
     const EngineStats after = engine_->stats();
     // Stats and counts first, so that a reader woken by its final output sees them updated.
@@ -274,6 +275,7 @@ void EngineClient::loop() {
       report.outputs = &outputs;
       observer(report);
     }
+    before = after;
     for (RequestOutput& output : outputs) {
       auto it = streams_.find(output.request_id);
       if (it == streams_.end()) continue;

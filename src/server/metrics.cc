@@ -79,19 +79,25 @@ std::string python_float_repr(double value) {
   return negative ? "-" + repr : repr;
 }
 
-std::string escape_help(std::string_view help) {
+// The text format's escapes: backslash and newline, and the double quote inside label values.
+std::string escape_text(std::string_view text, bool quote) {
   std::string out;
-  for (char c : help) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (quote && c == '"') {
+      out += "\\\"";
     } else {
       out += c;
     }
   }
   return out;
 }
+
+std::string escape_help(std::string_view help) { return escape_text(help, false); }
 
 // Appends HELP/TYPE lines and samples in the text format, every sample with the base labels
 // first. Counter families get their `_total` suffix here.
@@ -220,22 +226,7 @@ std::string format_prometheus_value(double value) {
   return repr;
 }
 
-std::string escape_label_value(const std::string& value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string escape_label_value(const std::string& value) { return escape_text(value, true); }
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {}

@@ -36,7 +36,6 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
                                      "prompt");
       }
     }
-    input.prompt_text = engine.decode(input.token_ids, params.skip_special_tokens);
   }
 
   if (params.truncate_prompt_tokens) {

@@ -46,7 +46,7 @@ std::string random_id();
 // One prompt ready for the engine.
 struct EngineInput {
   std::vector<int32_t> token_ids;
-  std::string prompt_text;  // the text (or the decoded ids) for echo
+  std::string prompt_text;  // a text prompt as given; empty for token ids (decode for echo)
   SamplingParams params;    // max_tokens resolved against the context length
 };
 

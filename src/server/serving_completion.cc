@@ -48,7 +48,12 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
   for (const Prompt& prompt : r.prompts) {
     auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, false);
     if (auto* error = std::get_if<ApiError>(&input)) return *error;
-    run->inputs_.push_back(std::move(std::get<EngineInput>(input)));
+    EngineInput& ready = std::get<EngineInput>(input);
+    // Only echo shows the prompt as text: decode token-id prompts for it alone.
+    if (r.echo && std::holds_alternative<std::vector<int32_t>>(prompt)) {
+      ready.prompt_text = engine.decode(ready.token_ids, r.params.skip_special_tokens);
+    }
+    run->inputs_.push_back(std::move(ready));
   }
   run->header_ = ResponseHeader{"cmpl-" + r.request_id.value_or(random_id()), "text_completion",
                                 static_cast<int64_t>(std::time(nullptr)),

@@ -226,6 +226,11 @@ describe('completions', () => {
     assert.ok(c.text.startsWith(ONCE));
     assert.equal(c.logprobs.token_logprobs[0], null);
     assert.equal(c.logprobs.token_logprobs.length, 5 + 2);
+    // A token-id prompt is echoed as its decoded text.
+    const ids = await client.completions.create({
+      model: MODEL, prompt: reference.prompt_token_ids, max_tokens: 2, ...greedy, echo: true,
+    });
+    assert.equal(ids.choices[0].text, c.text);
   });
 
   it('seeded sampling is reproducible; n = 2 gives two choices', async () => {

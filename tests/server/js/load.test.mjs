@@ -6,7 +6,7 @@ import { after, before, it } from 'node:test';
 import OpenAI from 'openai';
 
 import {
-  chatTemplate, metric, randomIds, seededRng, skipReason, startServer, waitForIdle,
+  chatTemplate, metric, randomIds, scrapeMetrics, seededRng, skipReason, startServer, waitForIdle,
 } from './server.mjs';
 
 const skip = skipReason();
@@ -97,14 +97,28 @@ it(`${CLIENTS} concurrent streaming clients, ${REQUESTS} requests`, { timeout: 2
     }
   }
 
+  // The server's own view of the concurrency, sampled while the clients run.
+  let maxRunning = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const m = await scrapeMetrics(server.base);
+      maxRunning = Math.max(maxRunning, metric(m.values, 'vellum:num_requests_running') ?? 0);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
   const start = Date.now();
   await Promise.all(Array.from({ length: CLIENTS }, worker));
   const seconds = (Date.now() - start) / 1000;
+  sampling = false;
+  await sampler;
   console.log(`load: ${done}/${REQUESTS} requests, ${outputTokens} output tokens in ` +
-              `${seconds.toFixed(1)} s, peak ${peak} in flight`);
+              `${seconds.toFixed(1)} s, peak ${peak} in flight, at most ${maxRunning} running`);
   assert.deepEqual(failures.slice(0, 5), []);
   assert.equal(done, REQUESTS);
   assert.equal(peak, CLIENTS);
+  // Requests really ran side by side in the engine (continuous batching), not one by one.
+  assert.ok(maxRunning >= 16, `at most ${maxRunning} requests were running at once`);
 
   const m = await waitForIdle(server.base);
   assert.equal(metric(m.values, 'vellum:kv_cache_usage_perc'), 0);
