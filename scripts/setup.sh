@@ -7,7 +7,9 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl
   libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev libpcre2-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
-  libfmt-dev libxxhash-dev libssl-dev
+  libfmt-dev libssl-dev
+  # Debian's oneDNN CMake package (dnnl-config.cmake) calls find_package(OpenCL).
+  ocl-icd-opencl-dev
 )
 
 missing=()
