@@ -1,4 +1,7 @@
+#include <vector>
+
 #include "common/half.h"
+#include "kernels/ref/ref_kernels.h"
 #include "kernels/packed_weights.h"
 
 namespace vellum::kernels::detail {
@@ -50,6 +53,14 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
         dot_rows(y, x, m, n_in, w.n_out, j, [qs, scales](int64_t i) {
           return fp16_to_float(scales[i / 32]) * static_cast<float>(static_cast<int>(qs[i]) - 128);
         });
+        break;
+      }
+      default: {
+        // The other quantized types keep their GGML blocks; dequantize the row, then dot.
+        std::vector<float> row(static_cast<size_t>(n_in));  // (n_in)
+        ref::dequantize_row(row.data(), w.data.as<uint8_t>() + j * w.row_bytes, w.type, n_in);
+        const float* r = row.data();
+        dot_rows(y, x, m, n_in, w.n_out, j, [r](int64_t i) { return r[i]; });
         break;
       }
     }

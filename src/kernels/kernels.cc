@@ -7,6 +7,7 @@
 #include "common/half.h"
 #include "cpu/isa.h"
 #include "kernels/avx512/avx512_kernels.h"
+#include "kernels/quant_types.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels {
@@ -19,14 +20,11 @@ bool use_avx512() { return cpu::selected_isa() >= cpu::Isa::kAvx512; }
 size_t kv_type_size(KvType type) { return type == KvType::kF32 ? 4 : 2; }
 
 size_t weight_row_bytes(WeightType type, int64_t n) {
-  switch (type) {
-    case WeightType::kF32: return static_cast<size_t>(n) * 4;
-    case WeightType::kF16:
-    case WeightType::kBF16: return static_cast<size_t>(n) * 2;
-    case WeightType::kQ8_0: return static_cast<size_t>(n / kQ8_0BlockSize) * sizeof(BlockQ8_0);
-  }
-  return 0;
+  const WeightTypeInfo& info = weight_type_info(type);
+  return static_cast<size_t>(n / info.block_elems) * info.block_bytes;
 }
+
+int64_t weight_block_elems(WeightType type) { return weight_type_info(type).block_elems; }
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
@@ -76,7 +74,10 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                      const int32_t* query_start_loc, const PagedAttentionParams& params,
                      void* workspace) {
   if (params.num_seqs <= 0) return;
-  if (use_avx512() && params.head_dim <= avx512::kMaxAttentionHeadDim) {
+  // TODO(avx512 window/softcap): the AVX-512 kernel does not implement sliding windows and
+  // softcaps yet; such layers take the reference until it does.
+  const bool plain = params.sliding_window == 0 && params.logit_softcap == 0.0f;
+  if (use_avx512() && plain && params.head_dim <= avx512::kMaxAttentionHeadDim) {
     return avx512::paged_attention(out, q, q_stride, k_cache, v_cache, block_tables, seq_lens,
                                    query_start_loc, params, workspace);
   }

@@ -14,15 +14,24 @@
 
 namespace vellum::kernels {
 
-// Storage type of a weight matrix or embedding table (GGML layouts).
-enum class WeightType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
+// Storage type of a weight matrix or embedding table (GGML layouts, quant_types.h).
+enum class WeightType : uint8_t {
+  kF32, kF16, kBF16, kQ8_0,
+  kQ4_0, kQ4_1, kQ5_0, kQ5_1,
+  kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K,
+  kIQ4_NL, kIQ4_XS,
+};
+inline constexpr int kNumWeightTypes = 15;
 
 // Storage type of the paged KV cache.
 enum class KvType : uint8_t { kF32, kF16, kBF16 };
 
 size_t kv_type_size(KvType type);  // bytes per element
-// Bytes of one row of `n` elements (n % 32 == 0 for Q8_0).
+// Bytes of one row of `n` elements (n a multiple of the type's block size: 32 for Q4_0 ... Q8_0
+// and IQ4_NL, 256 for the K types and IQ4_XS).
 size_t weight_row_bytes(WeightType type, int64_t n);
+// Elements per block of `type` (1 for the float types).
+int64_t weight_block_elems(WeightType type);
 
 // ---- Elementwise and normalisation -------------------------------------------------------
 
@@ -72,6 +81,13 @@ struct PagedAttentionParams {
   int64_t max_blocks_per_seq = 0;  // row length of block_tables
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
   KvType kv_type = KvType::kF32;
+  // Sliding window (0 = none): the query at position p attends to key positions
+  // max(0, p - sliding_window + 1) .. p only, and never reads the blocks before them (a
+  // sliding-window KV manager may have freed them: their block-table entries can be anything).
+  int64_t sliding_window = 0;
+  // Attention logit softcap (0 = none, Gemma 2): s = softcap * tanh(s / softcap) on the scaled
+  // scores, before the softmax.
+  float logit_softcap = 0.0f;
 };
 
 // Varlen causal attention over the paged cache for a flat batch mixing prefill chunks and decode

@@ -13,6 +13,7 @@
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/onednn_matmul.h"
 #include "kernels/packed_weights.h"
+#include "kernels/quant_types.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels {
@@ -38,7 +39,8 @@ PackedWeights pack_rows(const void* w, WeightType type, int64_t n_out, int64_t n
   p.type = type;
   p.n_out = n_out;
   p.n_in = n_in;
-  const size_t bytes = weight_row_bytes(type, n_in) * static_cast<size_t>(n_out);
+  p.row_bytes = weight_row_bytes(type, n_in);
+  const size_t bytes = p.row_bytes * static_cast<size_t>(n_out);
   p.data = AlignedBuffer(bytes);
   std::memcpy(p.data.data(), w, bytes);
   return p;
@@ -50,6 +52,7 @@ PackedWeights pack_q8_0(const void* w, int64_t n_out, int64_t n_in) {
   p.n_out = n_out;
   p.n_in = n_in;
   p.k_pad = round_up(n_in, detail::kQ8PadK);
+  p.row_bytes = static_cast<size_t>(p.k_pad);
   p.data = AlignedBuffer(static_cast<size_t>(n_out * p.k_pad));
   p.scales = AlignedBuffer(static_cast<size_t>(n_out * (p.k_pad / 32)) * sizeof(uint16_t));
   const auto* blocks = static_cast<const BlockQ8_0*>(w);
@@ -77,7 +80,8 @@ PackedWeights pack_converted(const void* w, WeightType type, int64_t n_out, int6
   p.type = target;
   p.n_out = n_out;
   p.n_in = n_in;
-  p.data = AlignedBuffer(weight_row_bytes(target, n_in) * static_cast<size_t>(n_out));
+  p.row_bytes = weight_row_bytes(target, n_in);
+  p.data = AlignedBuffer(p.row_bytes * static_cast<size_t>(n_out));
   const size_t src_row_bytes = weight_row_bytes(type, n_in);
   std::vector<float> row(static_cast<size_t>(n_in));  // (n_in), pack time only
   for (int64_t j = 0; j < n_out; ++j) {
@@ -112,10 +116,9 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
   VELLUM_CHECK(w != nullptr && n_out > 0 && n_in > 0, ErrorCode::kInvalidArgument,
                "PackedLinear::pack needs weights and positive dims, got n_out={} n_in={}", n_out,
                n_in);
-  VELLUM_CHECK(type != WeightType::kQ8_0 || n_in % kQ8_0BlockSize == 0,
-               ErrorCode::kInvalidModel,
-               "Q8_0 weight rows must be a multiple of {} elements, got n_in={}",
-               kQ8_0BlockSize, n_in);
+  VELLUM_CHECK(n_in % weight_block_elems(type) == 0, ErrorCode::kInvalidModel,
+               "{} weight rows must be a multiple of {} elements, got n_in={}",
+               weight_type_info(type).name, weight_block_elems(type), n_in);
   WeightType target = type;
   if (precision == MatmulPrecision::kF32) {
     target = WeightType::kF32;
@@ -169,10 +172,8 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
       return m > kMaxSmallMQ8 ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.k_pad),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.k_pad);
-    case WeightType::kF32:
-    case WeightType::kF16: return 0;
+    default: return 0;
   }
-  return 0;
 }
 
 void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) const {
@@ -214,6 +215,9 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       } else {
         detail::gemm_scalar(y, x, m, w);
       }
+      return;
+    default:
+      detail::gemm_scalar(y, x, m, w);
       return;
   }
 }

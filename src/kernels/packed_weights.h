@@ -2,7 +2,8 @@
 //
 // The layout does not depend on the ISA, so a PackedLinear packed under one ISA runs under any
 // other (tests switch ISAs with cpu::set_isa_override).
-//   kF32 / kF16 / kBF16: GGML rows, (n_out, n_in) row-major, copied as is.
+//   kF32 / kF16 / kBF16 and the other quantized types: GGML rows, (n_out, n_in) row-major,
+//          copied as is (row_bytes each).
 //   kQ8_0: qs (n_out, k_pad) uint8 holding w_q + 128, zero weights (128) in the padding, and
 //          scales (n_out, k_pad / 32) f16. k_pad = n_in rounded up to 64 so that one 512-bit
 //          load covers two whole blocks; the +128 offset lets VNNI's unsigned×signed dot take
@@ -23,6 +24,7 @@ struct PackedWeights {
   int64_t n_out = 0;
   int64_t n_in = 0;
   int64_t k_pad = 0;     // kQ8_0 only: row length of qs
+  size_t row_bytes = 0;  // bytes of one row of `data`
   AlignedBuffer data;    // rows (see above)
   AlignedBuffer scales;  // kQ8_0 only
 

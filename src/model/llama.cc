@@ -10,6 +10,7 @@
 #include "common/aligned_buffer.h"
 #include "common/check.h"
 #include "gguf/gguf.h"
+#include "kernels/quant_types.h"
 #include "model/weight_loading.h"
 
 namespace vellum::model {
@@ -108,15 +109,7 @@ LlamaModel::LlamaModel(std::shared_ptr<const gguf::GgufFile> file, const ModelCo
   }
   inv_freq_ = config_.rope_inv_freq(rope_freqs.empty() ? nullptr : rope_freqs.data());
 
-  auto type_name = [](kernels::WeightType t) {
-    switch (t) {
-      case kernels::WeightType::kF32: return "f32";
-      case kernels::WeightType::kF16: return "f16";
-      case kernels::WeightType::kBF16: return "bf16";
-      case kernels::WeightType::kQ8_0: return "q8_0";
-    }
-    return "?";
-  };
+  auto type_name = [](kernels::WeightType t) { return kernels::weight_type_info(t).name; };
   description_ = fmt::format(
       "llama: {} layers, hidden {}, heads {}/{} (head dim {}), ffn {}, vocab {}, weights held as "
       "{} ({:.1f} MiB read per step)",

@@ -13,6 +13,7 @@
 #include "common/half.h"
 #include "cpu/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_types.h"
 
 namespace vellum::kernels::testing {
 
@@ -89,15 +90,7 @@ inline const char* kv_type_name(KvType type) {
   return "?";
 }
 
-inline const char* weight_type_name(WeightType type) {
-  switch (type) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kF16: return "f16";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kQ8_0: return "q8_0";
-  }
-  return "?";
-}
+inline const char* weight_type_name(WeightType type) { return weight_type_info(type).name; }
 
 // Floats aligned to 64 bytes plus `offset` floats, so a test can start misaligned on purpose.
 class OffsetBuffer {

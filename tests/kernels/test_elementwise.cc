@@ -99,6 +99,8 @@ std::vector<uint8_t> make_table(WeightType type, int64_t num_rows, int64_t dim, 
       }
       break;
     }
+    default:
+      ADD_FAILURE() << "make_table: no generator for " << testing::weight_type_name(type);
   }
   return bytes;
 }

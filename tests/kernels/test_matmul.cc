@@ -49,6 +49,8 @@ std::vector<uint8_t> make_weights(WeightType type, int64_t n_out, int64_t n_in, 
       }
       break;
     }
+    default:
+      ADD_FAILURE() << "make_weights: no generator for " << testing::weight_type_name(type);
   }
   return bytes;
 }
@@ -62,6 +64,7 @@ double tolerance(WeightType packed) {
     case WeightType::kF16: return 1e-9;
     case WeightType::kBF16: return 1e-4;
     case WeightType::kQ8_0: return 5e-4;
+    default: return 5e-4;
   }
   return 0.0;
 }

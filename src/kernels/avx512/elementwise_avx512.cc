@@ -103,6 +103,9 @@ void dequantize_row(float* out, const void* row, WeightType type, int64_t dim) {
       }
       return;
     }
+    default:  // the other quantized types: the reference (embedding lookups are a few rows)
+      ref::dequantize_row(out, row, type, dim);
+      return;
   }
 }
 

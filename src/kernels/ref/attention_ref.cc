@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -47,16 +48,20 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
         const int64_t base = row_index(table, kv_h, t);
         float dot = 0.0f;
         for (int64_t d = 0; d < p.head_dim; ++d) dot += qh[d] * load_kv(k_cache, base + d, p.kv_type);
-        return dot * p.scale;
+        const float scaled = dot * p.scale;
+        return p.logit_softcap > 0.0f ? p.logit_softcap * std::tanh(scaled / p.logit_softcap)
+                                      : scaled;
       };
+      const int64_t first = p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1)
+                                                 : 0;
 
       float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t <= pos; ++t) max_score = std::max(max_score, score(t));
+      for (int64_t t = first; t <= pos; ++t) max_score = std::max(max_score, score(t));
 
       float* oh = out + (tok * p.num_heads + h) * p.head_dim;  // (head_dim)
       for (int64_t d = 0; d < p.head_dim; ++d) oh[d] = 0.0f;
       float sum = 0.0f;
-      for (int64_t t = 0; t <= pos; ++t) {
+      for (int64_t t = first; t <= pos; ++t) {
         const float weight = std::exp(score(t) - max_score);
         sum += weight;
         const int64_t base = row_index(table, kv_h, t);

@@ -50,34 +50,6 @@ void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t nu
   }
 }
 
-void dequantize_row(float* out, const void* row, WeightType type, int64_t n) {
-  switch (type) {
-    case WeightType::kF32:
-      std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case WeightType::kF16: {
-      const auto* h = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_float(h[i]);
-      return;
-    }
-    case WeightType::kBF16: {
-      const auto* h = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(h[i]);
-      return;
-    }
-    case WeightType::kQ8_0: {
-      const auto* blocks = static_cast<const BlockQ8_0*>(row);
-      for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-        const float d = fp16_to_float(blocks[b].d);
-        for (int j = 0; j < kQ8_0BlockSize; ++j) {
-          out[b * kQ8_0BlockSize + j] = d * static_cast<float>(blocks[b].qs[j]);
-        }
-      }
-      return;
-    }
-  }
-}
-
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids) {
   const size_t row_bytes = weight_row_bytes(type, dim);
