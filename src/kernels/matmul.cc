@@ -31,6 +31,8 @@ constexpr int64_t kMaxSmallMF32 = 8;
 // Q8_0: above this, dequantizing weight slabs to bf16 for oneDNN beats the VNNI kernel
 // (measured: m = 33 takes 7.9 ms that way vs 10.4 ms for m = 32 with VNNI; m = 16, 5.4 ms VNNI).
 constexpr int64_t kMaxSmallMQ8 = 16;
+// The other quantized types: the same split until measured otherwise.
+constexpr int64_t kMaxSmallMQuant = 16;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -138,11 +140,12 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  if (target == WeightType::kQ8_0 && isa >= cpu::Isa::kAvx512Bf16) {
+  if (weight_type_info(target).quantized && isa >= cpu::Isa::kAvx512Bf16) {
     try {
       impl.onednn_q8 = std::make_unique<detail::OnednnPlainBf16Matmul>();
     } catch (const std::exception& e) {
-      VELLUM_LOG_WARN("oneDNN unavailable for Q8_0 prefill ({}); using the VNNI kernel", e.what());
+      VELLUM_LOG_WARN("oneDNN unavailable for {} prefill ({}); using the VNNI kernel",
+                      weight_type_info(target).name, e.what());
     }
   }
   // oneDNN is only worth its second weight copy where it runs with AVX-512 (f32) or native bf16.
@@ -172,7 +175,12 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
       return m > kMaxSmallMQ8 ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.k_pad),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.k_pad);
-    default: return 0;
+    default:
+      if (!weight_type_info(w.type).quantized) return 0;
+      return m > kMaxSmallMQuant
+                 ? std::max(avx512::gemm_quant_scratch_bytes(m, w.n_in),
+                            avx512::gemm_quant_bf16_scratch_bytes(m, w.n_in, w.n_out))
+                 : avx512::gemm_quant_scratch_bytes(m, w.n_in);
   }
 }
 
@@ -217,7 +225,13 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     default:
-      detail::gemm_scalar(y, x, m, w);
+      if (has_bf16 && m > kMaxSmallMQuant && impl_->onednn_q8) {
+        avx512::gemm_quant_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
+      } else if (has_bf16) {
+        avx512::gemm_quant_vnni(y, x, m, w, scratch);
+      } else {
+        detail::gemm_scalar(y, x, m, w);
+      }
       return;
   }
 }

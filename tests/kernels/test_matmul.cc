@@ -5,6 +5,8 @@
 // activations and outputs.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,41 @@ namespace {
 using testing::IsaScope;
 using testing::OffsetBuffer;
 using testing::random_floats;
+
+// Random bytes for every code, sub-block scale and min of `num_elements / block` blocks of a
+// GGML quantized type, with the f16 super-scales (d, dmin: NaN or huge as random bits) replaced by
+// values in [0.001, 0.01): every bit pattern the unpacking must handle, finite results.
+std::vector<uint8_t> random_blocks(WeightType type, int64_t num_elements, uint32_t seed) {
+  const WeightTypeInfo& info = weight_type_info(type);
+  const int64_t num_blocks = num_elements / info.block_elems;
+  std::vector<uint8_t> bytes(static_cast<size_t>(num_blocks) * info.block_bytes);
+  std::mt19937 rng(seed);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> scale_offsets;  // byte offsets of the f16 scales inside a block
+  switch (type) {
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:
+    case WeightType::kQ8_0:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS: scale_offsets = {0}; break;
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1:
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K: scale_offsets = {0, 2}; break;
+    case WeightType::kQ2_K: scale_offsets = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}; break;
+    case WeightType::kQ3_K: scale_offsets = {offsetof(BlockQ3_K, d)}; break;
+    case WeightType::kQ6_K: scale_offsets = {offsetof(BlockQ6_K, d)}; break;
+    default: ADD_FAILURE() << "random_blocks: not a quantized type"; break;
+  }
+  std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    for (size_t offset : scale_offsets) {
+      const uint16_t h = float_to_fp16(scale(rng));
+      std::memcpy(bytes.data() + static_cast<size_t>(b) * info.block_bytes + offset, &h, 2);
+    }
+  }
+  return bytes;
+}
 
 std::vector<uint8_t> make_weights(WeightType type, int64_t n_out, int64_t n_in, uint32_t seed) {
   const auto values = random_floats(n_out * n_in, seed);
@@ -50,7 +87,8 @@ std::vector<uint8_t> make_weights(WeightType type, int64_t n_out, int64_t n_in, 
       break;
     }
     default:
-      ADD_FAILURE() << "make_weights: no generator for " << testing::weight_type_name(type);
+      bytes = random_blocks(type, n_out * n_in, seed);
+      break;
   }
   return bytes;
 }
@@ -135,6 +173,30 @@ std::vector<Shape> q8_shapes() {
   shapes.push_back({40, 70, 256});
   return shapes;
 }
+
+std::vector<Shape> k_shapes() {
+  std::vector<Shape> shapes;
+  for (int64_t n_in : {256, 512, 768}) {
+    for (int64_t n_out : {1, 3, 4, 5, 9}) shapes.push_back({1 + (n_in / 256 + n_out) % 9, n_out, n_in});
+  }
+  for (int64_t m = 1; m <= 9; ++m) shapes.push_back({m, 6, 256});
+  shapes.push_back({17, 5, 512});
+  shapes.push_back({33, 11, 256});
+  shapes.push_back({40, 70, 512});
+  return shapes;
+}
+
+TEST(PackedLinear, Q4_0MatchesReference) { check_shapes(WeightType::kQ4_0, q8_shapes()); }
+TEST(PackedLinear, Q4_1MatchesReference) { check_shapes(WeightType::kQ4_1, q8_shapes()); }
+TEST(PackedLinear, Q5_0MatchesReference) { check_shapes(WeightType::kQ5_0, q8_shapes()); }
+TEST(PackedLinear, Q5_1MatchesReference) { check_shapes(WeightType::kQ5_1, q8_shapes()); }
+TEST(PackedLinear, IQ4_NLMatchesReference) { check_shapes(WeightType::kIQ4_NL, q8_shapes()); }
+TEST(PackedLinear, Q2_KMatchesReference) { check_shapes(WeightType::kQ2_K, k_shapes()); }
+TEST(PackedLinear, Q3_KMatchesReference) { check_shapes(WeightType::kQ3_K, k_shapes()); }
+TEST(PackedLinear, Q4_KMatchesReference) { check_shapes(WeightType::kQ4_K, k_shapes()); }
+TEST(PackedLinear, Q5_KMatchesReference) { check_shapes(WeightType::kQ5_K, k_shapes()); }
+TEST(PackedLinear, Q6_KMatchesReference) { check_shapes(WeightType::kQ6_K, k_shapes()); }
+TEST(PackedLinear, IQ4_XSMatchesReference) { check_shapes(WeightType::kIQ4_XS, k_shapes()); }
 
 TEST(PackedLinear, F32MatchesReference) { check_shapes(WeightType::kF32, float_shapes()); }
 TEST(PackedLinear, F16MatchesReference) { check_shapes(WeightType::kF16, float_shapes()); }
