@@ -102,6 +102,10 @@ PackedWeights pack_converted(const void* w, WeightType type, int64_t n_out, int6
 
 struct PackedLinear::Impl {
   PackedWeights weights;
+  // Mixed-type fused layers: the sub-layers and the first output column of each (weights then
+  // holds only n_out / n_in).
+  std::vector<PackedLinear> parts;
+  std::vector<int64_t> part_offsets;
   // Large-m path for f32 and bf16 weights (a second, blocked copy of the weights).
   std::unique_ptr<detail::OnednnMatmul> onednn;
   // Large-m path for Q8_0 (bf16 slabs, no second copy of the weights).
@@ -167,7 +171,64 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
   return out;
 }
 
+PackedLinear PackedLinear::pack_parts(const std::vector<Part>& parts, int64_t n_in,
+                                      MatmulPrecision precision) {
+  VELLUM_CHECK(!parts.empty() && n_in > 0, ErrorCode::kInvalidArgument,
+               "PackedLinear::pack_parts needs parts and a positive n_in");
+  int64_t total_rows = 0;
+  bool one_type = true;
+  for (const Part& p : parts) {
+    VELLUM_CHECK(p.w != nullptr && p.rows > 0, ErrorCode::kInvalidArgument,
+                 "PackedLinear::pack_parts: a part has no weights or no rows");
+    total_rows += p.rows;
+    one_type = one_type && p.type == parts[0].type;
+  }
+  if (parts.size() == 1) return pack(parts[0].w, parts[0].type, parts[0].rows, n_in, precision);
+  if (one_type) {
+    // GGML rows are contiguous and independent: concatenating the parts' bytes concatenates their
+    // rows. The copy lives only until pack() has prepared its own layout.
+    const size_t row_bytes = weight_row_bytes(parts[0].type, n_in);
+    std::vector<uint8_t> fused(row_bytes * static_cast<size_t>(total_rows));
+    size_t offset = 0;
+    for (const Part& p : parts) {
+      const size_t bytes = row_bytes * static_cast<size_t>(p.rows);
+      std::memcpy(fused.data() + offset, p.w, bytes);
+      offset += bytes;
+    }
+    return pack(fused.data(), parts[0].type, total_rows, n_in, precision);
+  }
+  // Runs of consecutive parts with one type are still fused.
+  PackedLinear out;
+  out.impl_ = std::make_unique<Impl>();
+  out.impl_->weights.n_out = total_rows;
+  out.impl_->weights.n_in = n_in;
+  int64_t column = 0;
+  for (size_t i = 0; i < parts.size();) {
+    size_t end = i + 1;
+    while (end < parts.size() && parts[end].type == parts[i].type) ++end;
+    const std::vector<Part> run(parts.begin() + static_cast<std::ptrdiff_t>(i),
+                                parts.begin() + static_cast<std::ptrdiff_t>(end));
+    out.impl_->part_offsets.push_back(column);
+    out.impl_->parts.push_back(pack_parts(run, n_in, precision));
+    column += out.impl_->parts.back().n_out();
+    i = end;
+  }
+  out.impl_->weights.type = out.impl_->parts[0].packed_type();
+  return out;
+}
+
 size_t PackedLinear::scratch_bytes(int64_t m) const {
+  if (!impl_->parts.empty()) {
+    // Each part's output (m, rows) goes to scratch first, then to its columns of y.
+    size_t need = 0;
+    int64_t max_rows = 0;
+    for (const PackedLinear& part : impl_->parts) {
+      need = std::max(need, part.scratch_bytes(m));
+      max_rows = std::max(max_rows, part.n_out());
+    }
+    return static_cast<size_t>(round_up(static_cast<int64_t>(need), 64)) +
+           static_cast<size_t>(m * max_rows) * sizeof(float) + 64;
+  }
   const PackedWeights& w = impl_->weights;
   switch (w.type) {
     case WeightType::kBF16: return avx512::gemm_bf16_scratch_bytes(m, w.n_in);
@@ -187,6 +248,25 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
 void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) const {
   const PackedWeights& w = impl_->weights;
   if (m <= 0) return;
+  if (!impl_->parts.empty()) {
+    size_t part_scratch = 0;
+    for (const PackedLinear& part : impl_->parts) {
+      part_scratch = std::max(part_scratch, part.scratch_bytes(m));
+    }
+    float* part_y = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) +
+                                             round_up(static_cast<int64_t>(part_scratch), 64));
+    for (size_t i = 0; i < impl_->parts.size(); ++i) {
+      const PackedLinear& part = impl_->parts[i];
+      const int64_t rows = part.n_out();
+      part.forward(part_y, x, m, scratch);
+#pragma omp parallel for schedule(static) if (m * rows >= 65536)
+      for (int64_t r = 0; r < m; ++r) {
+        std::memcpy(y + r * w.n_out + impl_->part_offsets[i], part_y + r * rows,
+                    static_cast<size_t>(rows) * sizeof(float));
+      }
+    }
+    return;
+  }
   const cpu::Isa isa = cpu::selected_isa();
   if (isa < cpu::Isa::kAvx512) {
     detail::gemm_scalar(y, x, m, w);
@@ -240,7 +320,19 @@ int64_t PackedLinear::n_out() const { return impl_->weights.n_out; }
 int64_t PackedLinear::n_in() const { return impl_->weights.n_in; }
 WeightType PackedLinear::packed_type() const { return impl_->weights.type; }
 
+std::vector<WeightType> PackedLinear::packed_types() const {
+  if (impl_->parts.empty()) return {impl_->weights.type};
+  std::vector<WeightType> types;
+  for (const PackedLinear& part : impl_->parts) types.push_back(part.packed_type());
+  return types;
+}
+
 size_t PackedLinear::weight_bytes() const {
+  if (!impl_->parts.empty()) {
+    size_t bytes = 0;
+    for (const PackedLinear& part : impl_->parts) bytes += part.weight_bytes();
+    return bytes;
+  }
   const PackedWeights& w = impl_->weights;
   return w.data.size() + w.scales.size();
 }

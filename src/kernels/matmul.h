@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -37,6 +38,19 @@ class PackedLinear {
   static PackedLinear pack(const void* w, WeightType type, int64_t n_out, int64_t n_in,
                            MatmulPrecision precision);
 
+  // One output-row block of a fused projection (e.g. Q, K, V), in its own type.
+  struct Part {
+    const void* w = nullptr;  // (rows, n_in) GGML rows
+    WeightType type = WeightType::kF32;
+    int64_t rows = 0;
+  };
+  // Packs the row-concatenation of `parts` (which share n_in) as one linear layer whose output is
+  // [part 0 | part 1 | ...]. Parts of one type are packed as one matrix; parts of different types
+  // (a Q4_K_M file's Q4_K q/k next to a Q6_K v) each keep their type and kernel, and forward()
+  // runs them one after the other into their output columns.
+  static PackedLinear pack_parts(const std::vector<Part>& parts, int64_t n_in,
+                                 MatmulPrecision precision);
+
   // y: (m, n_out) f32, x: (m, n_in) f32; y must not alias x. scratch: scratch_bytes(m) bytes,
   // 64-byte aligned, owned by the caller (may be null when scratch_bytes(m) == 0).
   void forward(float* y, const float* x, int64_t m, void* scratch) const;
@@ -46,8 +60,10 @@ class PackedLinear {
   int64_t n_in() const;
   // Bytes of packed weights read by one forward call (for bandwidth reports).
   size_t weight_bytes() const;
-  // The type the weights are held in after packing.
+  // The type the weights are held in after packing (of the first part, for mixed-type parts).
   WeightType packed_type() const;
+  // The types of the parts, in order (one entry unless packed from parts of several types).
+  std::vector<WeightType> packed_types() const;
 
  private:
   struct Impl;

@@ -64,36 +64,22 @@ kernels::PackedLinear pack_fused_linear(const gguf::GgufFile& file,
                                         const std::vector<int64_t>& expected_rows, int64_t n_in,
                                         kernels::MatmulPrecision precision) {
   VELLUM_ASSERT(!names.empty() && names.size() == expected_rows.size());
-  const gguf::TensorInfo& first = require_tensor(file, names[0]);
-  const kernels::WeightType type = weight_type_of(file, first);
-  int64_t total_rows = 0;
+  std::vector<kernels::PackedLinear::Part> parts;
   for (size_t i = 0; i < names.size(); ++i) {
     const gguf::TensorInfo& t = require_tensor(file, names[i]);
     VELLUM_CHECK(t.shape.size() == 2 && t.shape[0] == n_in && t.shape[1] == expected_rows[i],
                  ErrorCode::kInvalidModel,
                  "{}: tensor '{}' has shape [{}], expected [{}, {}]", file.path().string(), t.name,
                  fmt::join(t.shape, ", "), n_in, expected_rows[i]);
-    VELLUM_CHECK(weight_type_of(file, t) == type, ErrorCode::kUnsupported,
-                 "{}: tensors '{}' ({}) and '{}' ({}) have different types; mixed-type fused "
-                 "projections are not supported yet",
-                 file.path().string(), first.name, gguf::ggml_type_name(first.type), t.name,
-                 gguf::ggml_type_name(t.type));
-    total_rows += expected_rows[i];
+    const kernels::WeightType type = weight_type_of(file, t);
+    VELLUM_CHECK(n_in % kernels::weight_block_elems(type) == 0, ErrorCode::kInvalidModel,
+                 "{}: tensor '{}' ({}) has rows of {} elements, not a multiple of its block size "
+                 "{}",
+                 file.path().string(), t.name, gguf::ggml_type_name(t.type), n_in,
+                 kernels::weight_block_elems(type));
+    parts.push_back({t.data, type, expected_rows[i]});
   }
-  if (names.size() == 1) {
-    return kernels::PackedLinear::pack(first.data, type, total_rows, n_in, precision);
-  }
-  // GGML rows are contiguous and independent, so concatenating the tensors' bytes concatenates
-  // their rows. The copy lives only until pack() has prepared its own layout.
-  const size_t row_bytes = kernels::weight_row_bytes(type, n_in);
-  std::vector<uint8_t> fused(row_bytes * static_cast<size_t>(total_rows));
-  size_t offset = 0;
-  for (const auto& name : names) {
-    const gguf::TensorInfo& t = require_tensor(file, name);
-    std::memcpy(fused.data() + offset, t.data, t.nbytes);
-    offset += t.nbytes;
-  }
-  return kernels::PackedLinear::pack(fused.data(), type, total_rows, n_in, precision);
+  return kernels::PackedLinear::pack_parts(parts, n_in, precision);
 }
 
 }  // namespace vellum::model

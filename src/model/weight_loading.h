@@ -21,8 +21,9 @@ const gguf::TensorInfo& require_tensor(const gguf::GgufFile& file, std::string_v
 std::vector<float> load_f32_vector(const gguf::GgufFile& file, std::string_view name,
                                    int64_t expected_size);
 
-// Packs the row-concatenation of several 2-D weights that share n_in and type into one linear
-// layer (e.g. Q|K|V, gate|up), so one matrix product serves all of them. Each part's shape is
+// Packs the row-concatenation of several 2-D weights that share n_in into one linear layer (e.g.
+// Q|K|V, gate|up), so one call serves all of them; parts of one type become one matrix product,
+// parts of different types keep their own (PackedLinear::pack_parts). Each part's shape is
 // checked against (n_in, expected_rows[i]).
 kernels::PackedLinear pack_fused_linear(const gguf::GgufFile& file,
                                         const std::vector<std::string>& names,

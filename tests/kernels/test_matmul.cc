@@ -203,6 +203,56 @@ TEST(PackedLinear, F16MatchesReference) { check_shapes(WeightType::kF16, float_s
 TEST(PackedLinear, BF16MatchesReference) { check_shapes(WeightType::kBF16, float_shapes()); }
 TEST(PackedLinear, Q8_0MatchesReference) { check_shapes(WeightType::kQ8_0, q8_shapes()); }
 
+// A fused projection whose parts have different types (Q4_K q and k, Q6_K v, as in Q4_K_M
+// files; then F16) equals the separate products side by side, on every ISA and precision.
+TEST(PackedLinear, MixedTypePartsMatchSeparateProducts) {
+  const int64_t n_in = 512;
+  const struct {
+    WeightType type;
+    int64_t rows;
+  } spec[] = {{WeightType::kQ4_K, 8}, {WeightType::kQ4_K, 4}, {WeightType::kQ6_K, 4},
+              {WeightType::kF16, 3}};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<PackedLinear::Part> parts;
+  int64_t n_out = 0;
+  for (size_t i = 0; i < std::size(spec); ++i) {
+    bytes.push_back(make_weights(spec[i].type, spec[i].rows, n_in, 50 + static_cast<uint32_t>(i)));
+    n_out += spec[i].rows;
+  }
+  for (size_t i = 0; i < std::size(spec); ++i) parts.push_back({bytes[i].data(), spec[i].type, spec[i].rows});
+  for (int64_t m : {1, 3, 20}) {
+    const auto x = random_floats(m * n_in, 77 + static_cast<uint32_t>(m), -2.0f, 2.0f);
+    std::vector<float> expected(static_cast<size_t>(m * n_out));
+    int64_t column = 0;
+    for (size_t i = 0; i < std::size(spec); ++i) {
+      std::vector<float> part(static_cast<size_t>(m * spec[i].rows));
+      ref::matmul(part.data(), x.data(), m, bytes[i].data(), spec[i].type, spec[i].rows, n_in);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < spec[i].rows; ++j) {
+          expected[static_cast<size_t>(r * n_out + column + j)] = part[static_cast<size_t>(r * spec[i].rows + j)];
+        }
+      }
+      column += spec[i].rows;
+    }
+    for (MatmulPrecision precision : {MatmulPrecision::kAuto, MatmulPrecision::kF32}) {
+      for (cpu::Isa isa : testing::isas_to_test()) {
+        IsaScope scope(isa);
+        const PackedLinear linear = PackedLinear::pack_parts(parts, n_in, precision);
+        ASSERT_EQ(linear.n_out(), n_out);
+        if (precision == MatmulPrecision::kAuto) {
+          EXPECT_EQ(linear.packed_types(),
+                    (std::vector<WeightType>{WeightType::kQ4_K, WeightType::kQ6_K, WeightType::kF16}));
+        }
+        std::vector<float> y(expected.size(), -1.0f);
+        AlignedBuffer scratch(linear.scratch_bytes(m));
+        linear.forward(y.data(), x.data(), m, scratch.data());
+        EXPECT_LT(testing::nmse(y.data(), expected.data(), expected.size()), 5e-4)
+            << "m=" << m << " isa=" << cpu::isa_name(isa) << " precision=" << precision_name(precision);
+      }
+    }
+  }
+}
+
 TEST(PackedLinear, PrecisionChoosesPackedType) {
   const auto w = make_weights(WeightType::kF16, 4, 64, 1);
   EXPECT_EQ(PackedLinear::pack(w.data(), WeightType::kF16, 4, 64, MatmulPrecision::kAuto).packed_type(),
