@@ -10,6 +10,7 @@
 #include "common/half.h"
 #include "common/logging.h"
 #include "cpu/isa.h"
+#include "kernels/avx2/avx2_quant.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/onednn_matmul.h"
 #include "kernels/packed_weights.h"
@@ -269,7 +270,11 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
   }
   const cpu::Isa isa = cpu::selected_isa();
   if (isa < cpu::Isa::kAvx512) {
-    detail::gemm_scalar(y, x, m, w);
+    if (isa >= cpu::Isa::kAvx2 && weight_type_info(w.type).quantized) {
+      avx2::gemm_quant(y, x, m, w, scratch);
+    } else {
+      detail::gemm_scalar(y, x, m, w);
+    }
     return;
   }
   const bool has_bf16 = isa >= cpu::Isa::kAvx512Bf16;
@@ -301,7 +306,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       } else if (has_bf16) {
         avx512::gemm_q8_0_vnni(y, x, m, w, scratch);
       } else {
-        detail::gemm_scalar(y, x, m, w);
+        avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
       }
       return;
     default:
@@ -310,7 +315,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       } else if (has_bf16) {
         avx512::gemm_quant_vnni(y, x, m, w, scratch);
       } else {
-        detail::gemm_scalar(y, x, m, w);
+        avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
       }
       return;
   }

@@ -17,6 +17,7 @@
 #include "cpu/isa.h"
 #include "kernel_test_util.h"
 #include "kernels/avx512/avx512_kernels.h"
+#include "kernels/matmul.h"
 #include "kernels/onednn_matmul.h"
 #include "kernels/packed_weights.h"
 #include "kernels/quant_types.h"
@@ -48,6 +49,14 @@ std::vector<uint8_t> random_block_bytes(WeightType type, int64_t num_elements, u
     case WeightType::kQ3_K: offsets = {offsetof(BlockQ3_K, d)}; break;
     case WeightType::kQ6_K: offsets = {offsetof(BlockQ6_K, d)}; break;
     default: offsets = {0}; break;
+  }
+  if (type == WeightType::kQ8_0) {
+    // Codes of -128 never come out of GGML's quantizer (|q| <= 127); keep them out.
+    for (size_t b = 0; b < static_cast<size_t>(num_blocks); ++b) {
+      for (size_t i = 2; i < info.block_bytes; ++i) {
+        if (bytes[b * info.block_bytes + i] == 0x80) bytes[b * info.block_bytes + i] = 0x81;
+      }
+    }
   }
   std::uniform_real_distribution<float> scale(0.001f, 0.01f);
   for (int64_t b = 0; b < num_blocks; ++b) {
@@ -123,6 +132,36 @@ TEST(QuantGemm, VnniEqualsQuantizedActivationReference) {
       std::vector<float> y(expected.size());
       AlignedBuffer scratch(avx512::gemm_quant_scratch_bytes(s.m, s.n_in));
       avx512::gemm_quant_vnni(y.data(), x.data(), s.m, w, scratch.data());
+      const double err = testing::nmse(y.data(), expected.data(), expected.size());
+      const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
+      EXPECT_LT(err, 1e-10) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out
+                            << " n_in=" << s.n_in << " worst " << y[worst] << " vs "
+                            << expected[worst];
+    }
+  }
+}
+
+// The AVX2 kernel: every quantized type, Q8_0 included (in PackedLinear's repacked layout, so
+// it goes through PackedLinear::pack with the ISA lowered to AVX2).
+TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
+  if (cpu::detect_best_isa() < cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  uint32_t seed = 500;
+  std::vector<WeightType> types(std::begin(kQuantTypes), std::end(kQuantTypes));
+  types.push_back(WeightType::kQ8_0);
+  for (WeightType type : types) {
+    for (const Shape& s : shapes_for(type)) {
+      ++seed;
+      std::vector<uint8_t> bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
+      const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
+      const auto xhat = quantize_dequantize(x, s.m, s.n_in);
+      std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
+      ref::matmul(expected.data(), xhat.data(), s.m, bytes.data(), type, s.n_out, s.n_in);
+      testing::IsaScope scope(cpu::Isa::kAvx2);
+      const PackedLinear linear =
+          PackedLinear::pack(bytes.data(), type, s.n_out, s.n_in, MatmulPrecision::kAuto);
+      std::vector<float> y(expected.size());
+      AlignedBuffer scratch(linear.scratch_bytes(s.m));
+      linear.forward(y.data(), x.data(), s.m, scratch.data());
       const double err = testing::nmse(y.data(), expected.data(), expected.size());
       const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
       EXPECT_LT(err, 1e-10) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out

@@ -1,0 +1,18 @@
+// AVX2 + FMA kernels for GGML quantized weights (avx2/gemm_quant_avx2.cc, compiled with -mavx2
+// -mfma -mf16c): call only when cpu::selected_isa() >= Isa::kAvx2.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/packed_weights.h"
+
+namespace vellum::kernels::avx2 {
+
+// y (m, n_out) = x (m, n_in) · Wᵀ for every quantized type (Q8_0 in PackedLinear's repacked
+// layout, the others in their GGML rows); x is quantized per 32 values into scratch.
+void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                void* scratch);
+size_t gemm_quant_scratch_bytes(int64_t m, int64_t n_in);
+
+}  // namespace vellum::kernels::avx2
