@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <numeric>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/onednn_matmul.h"
+#include "kernels/quant_types.h"
 
 namespace vellum::kernels {
 namespace {
@@ -42,6 +44,25 @@ std::vector<uint8_t> random_weights(WeightType type, int64_t n_out, int64_t n_in
     for (size_t b = 0; b < bytes.size() / sizeof(BlockQ8_0); ++b) {
       blocks[b].d = float_to_fp16(0.01f);
       for (int8_t& q : blocks[b].qs) q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    }
+  } else if (weight_type_info(type).quantized) {
+    // Random codes and sub-scales, sane f16 super-scales at the block offsets GGML uses.
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    const WeightTypeInfo& info = weight_type_info(type);
+    std::vector<size_t> offsets = {0};
+    if (type == WeightType::kQ4_1 || type == WeightType::kQ5_1 || type == WeightType::kQ4_K ||
+        type == WeightType::kQ5_K) {
+      offsets = {0, 2};
+    } else if (type == WeightType::kQ2_K) {
+      offsets = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    } else if (type == WeightType::kQ3_K) {
+      offsets = {offsetof(BlockQ3_K, d)};
+    } else if (type == WeightType::kQ6_K) {
+      offsets = {offsetof(BlockQ6_K, d)};
+    }
+    const uint16_t d = float_to_fp16(0.01f);
+    for (size_t b = 0; b < bytes.size() / info.block_bytes; ++b) {
+      for (size_t o : offsets) std::memcpy(bytes.data() + b * info.block_bytes + o, &d, 2);
     }
   } else if (type == WeightType::kF32) {
     auto* f = reinterpret_cast<float*>(bytes.data());
@@ -98,6 +119,21 @@ BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearDecode, f16, WeightType::kF16)->Arg(1)->Arg(4)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
+#define VELLUM_QUANT_DECODE(name, type)                                              \
+  BENCHMARK_CAPTURE(BM_LinearDecode, name, type)->Arg(1)->Arg(4)->Arg(16)->Arg(32)    \
+      ->Unit(benchmark::kMicrosecond)->UseRealTime()
+VELLUM_QUANT_DECODE(q4_0, WeightType::kQ4_0);
+VELLUM_QUANT_DECODE(q4_1, WeightType::kQ4_1);
+VELLUM_QUANT_DECODE(q5_0, WeightType::kQ5_0);
+VELLUM_QUANT_DECODE(q5_1, WeightType::kQ5_1);
+VELLUM_QUANT_DECODE(q2_k, WeightType::kQ2_K);
+VELLUM_QUANT_DECODE(q3_k, WeightType::kQ3_K);
+VELLUM_QUANT_DECODE(q4_k, WeightType::kQ4_K);
+VELLUM_QUANT_DECODE(q5_k, WeightType::kQ5_K);
+VELLUM_QUANT_DECODE(q6_k, WeightType::kQ6_K);
+VELLUM_QUANT_DECODE(iq4_nl, WeightType::kIQ4_NL);
+VELLUM_QUANT_DECODE(iq4_xs, WeightType::kIQ4_XS);
+#undef VELLUM_QUANT_DECODE
 
 // oneDNN alone on the decode shapes: where it overtakes the hand-written small-m kernels
 // decides PackedLinear's kMaxSmallM.
@@ -138,6 +174,8 @@ void BM_LinearPrefill(benchmark::State& state, WeightType type) {
 BENCHMARK_CAPTURE(BM_LinearPrefill, bf16, WeightType::kBF16)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearPrefill, f32, WeightType::kF32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearPrefill, q8_0, WeightType::kQ8_0)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearPrefill, q4_k, WeightType::kQ4_K)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearPrefill, q6_k, WeightType::kQ6_K)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Decode attention: 32 sequences × 512 tokens of context, Llama-3-8B heads (32 q, 8 kv, 128),
 // bf16 cache, block size 16; cycles over several layers' pools so K/V come from DRAM.
