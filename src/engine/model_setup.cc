@@ -11,6 +11,9 @@
 #include "common/units.h"
 #include "cpu/cpu_info.h"
 #include "cpu/isa.h"
+#include "gguf/gguf.h"
+#include "kernels/matmul.h"
+#include "model/weight_loading.h"
 
 namespace vellum::engine {
 
@@ -62,6 +65,16 @@ LoadedModel load_model_file(const ModelConfig& config) {
   loaded.file = gguf::GgufFile::open(config.model);
   loaded.model = model::load_model(loaded.file, model::ModelLoadOptions{parse_dtype(config.dtype)});
   VELLUM_LOG_INFO("{}", loaded.model->describe());
+  // The kernels each stored weight type runs on (2-D tensors: the matrix products).
+  std::vector<kernels::WeightType> types;
+  for (const gguf::TensorInfo& t : loaded.file->tensors()) {
+    if (t.shape.size() < 2) continue;
+    const kernels::WeightType type = model::weight_type_of(*loaded.file, t);
+    if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+  }
+  for (kernels::WeightType type : types) {
+    VELLUM_LOG_INFO("kernels: {}", kernels::matmul_backend(type, parse_dtype(config.dtype)));
+  }
   return loaded;
 }
 

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <exception>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "common/check.h"
 #include "common/half.h"
@@ -117,6 +120,48 @@ PackedLinear::PackedLinear() = default;
 PackedLinear::~PackedLinear() = default;
 PackedLinear::PackedLinear(PackedLinear&&) noexcept = default;
 PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
+
+WeightType packed_weight_type(WeightType stored, MatmulPrecision precision) {
+  if (precision == MatmulPrecision::kF32) return WeightType::kF32;
+  if (precision == MatmulPrecision::kBF16 &&
+      (stored == WeightType::kF32 || stored == WeightType::kF16)) {
+    return WeightType::kBF16;
+  }
+  return stored;
+}
+
+std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
+  const WeightType type = packed_weight_type(stored, precision);
+  const cpu::Isa isa = cpu::selected_isa();
+  std::string what = weight_type_info(stored).name;
+  if (type != stored) what += fmt::format(" as {}", weight_type_info(type).name);
+  std::string how;
+  if (isa < cpu::Isa::kAvx2 || (isa < cpu::Isa::kAvx512 && !weight_type_info(type).quantized)) {
+    how = "scalar";
+  } else if (isa < cpu::Isa::kAvx512) {
+    how = "AVX2 int8 dot products on activations quantized per 32";
+  } else {
+    const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
+    switch (type) {
+      case WeightType::kF32: how = fmt::format("AVX-512 (m <= {}), oneDNN f32 (m > {})",
+                                               kMaxSmallMF32, kMaxSmallMF32); break;
+      case WeightType::kF16: how = "AVX-512 F16C"; break;
+      case WeightType::kBF16:
+        how = bf16 ? fmt::format("AVX512-BF16 (m <= {}), oneDNN bf16{} (m > {})", kMaxSmallMBf16,
+                                 isa >= cpu::Isa::kAmx ? " on AMX" : "", kMaxSmallMBf16)
+                   : "AVX-512 FMA";
+        break;
+      default:
+        how = bf16 ? fmt::format("AVX512-VNNI on activations quantized per 32 (m <= {}), bf16 "
+                                 "slabs + oneDNN{} (m > {})",
+                                 kMaxSmallMQuant, isa >= cpu::Isa::kAmx ? " on AMX" : "",
+                                 kMaxSmallMQuant)
+                   : "AVX2 int8 dot products on activations quantized per 32";
+        break;
+    }
+  }
+  return fmt::format("{}: {} [{}]", what, how, cpu::isa_name(isa));
+}
 
 PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, int64_t n_in,
                                 MatmulPrecision precision) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -24,6 +25,13 @@
 namespace vellum::kernels {
 
 enum class MatmulPrecision : uint8_t { kAuto, kBF16, kF32 };
+
+// The type `stored` weights are held in after packing with `precision`.
+WeightType packed_weight_type(WeightType stored, MatmulPrecision precision);
+
+// Which kernels run products with weights stored as `stored` under the selected ISA, e.g.
+// "Q4_K: AVX512-VNNI (m <= 16), bf16 slabs + oneDNN (m > 16)"; for the model load log.
+std::string matmul_backend(WeightType stored, MatmulPrecision precision);
 
 class PackedLinear {
  public:
