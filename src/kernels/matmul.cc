@@ -284,10 +284,12 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
                               : avx512::gemm_q8_0_scratch_bytes(m, w.k_pad);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
-      return m > kMaxSmallMQuant
-                 ? std::max(avx512::gemm_quant_scratch_bytes(m, w.n_in),
-                            avx512::gemm_quant_bf16_scratch_bytes(m, w.n_in, w.n_out))
-                 : avx512::gemm_quant_scratch_bytes(m, w.n_in);
+      return std::max({avx512::gemm_quant_scratch_bytes(m, w.n_in),
+                       avx512::gemm_qk_supported(w.type) ? avx512::gemm_qk_scratch_bytes(m, w.n_in)
+                                                         : size_t{0},
+                       m > kMaxSmallMQuant
+                           ? avx512::gemm_quant_bf16_scratch_bytes(m, w.n_in, w.n_out)
+                           : size_t{0}});
   }
 }
 
@@ -357,6 +359,8 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     default:
       if (has_bf16 && m > kMaxSmallMQuant && impl_->onednn_q8) {
         avx512::gemm_quant_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
+      } else if (avx512::gemm_qk_supported(w.type)) {
+        avx512::gemm_qk(y, x, m, w, scratch);
       } else if (has_bf16) {
         avx512::gemm_quant_vnni(y, x, m, w, scratch);
       } else {

@@ -80,12 +80,13 @@ detail::PackedWeights packed_rows(const std::vector<uint8_t>& bytes, WeightType 
   return w;
 }
 
-// x quantized per 32 values exactly as the VNNI kernels do, back in float.
-std::vector<float> quantize_dequantize(const std::vector<float>& x, int64_t m, int64_t n_in) {
+// x quantized per `block` values exactly as the integer kernels do, back in float.
+std::vector<float> quantize_dequantize(const std::vector<float>& x, int64_t m, int64_t n_in,
+                                       int64_t block = 32) {
   std::vector<float> out(x.size());
   for (int64_t r = 0; r < m; ++r) {
-    for (int64_t k = 0; k < n_in; k += 32) {
-      const int64_t end = std::min<int64_t>(n_in, k + 32);
+    for (int64_t k = 0; k < n_in; k += block) {
+      const int64_t end = std::min<int64_t>(n_in, k + block);
       float amax = 0.0f;
       for (int64_t i = k; i < end; ++i) amax = std::max(amax, std::fabs(x[r * n_in + i]));
       const float d = amax / 127.0f;
@@ -162,6 +163,32 @@ TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
       std::vector<float> y(expected.size());
       AlignedBuffer scratch(linear.scratch_bytes(s.m));
       linear.forward(y.data(), x.data(), s.m, scratch.data());
+      const double err = testing::nmse(y.data(), expected.data(), expected.size());
+      const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
+      EXPECT_LT(err, 1e-10) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out
+                            << " n_in=" << s.n_in << " worst " << y[worst] << " vs "
+                            << expected[worst];
+    }
+  }
+}
+
+// Q4_K and Q6_K at small m (avx512::gemm_qk): activations quantized per 256 values.
+TEST(QuantGemm, QkEqualsQuantizedActivationReference) {
+  if (cpu::detect_best_isa() < cpu::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  uint32_t seed = 900;
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+    ASSERT_TRUE(avx512::gemm_qk_supported(type));
+    for (const Shape& s : shapes_for(type)) {
+      ++seed;
+      const auto bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
+      const detail::PackedWeights w = packed_rows(bytes, type, s.n_out, s.n_in);
+      const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
+      const auto xhat = quantize_dequantize(x, s.m, s.n_in, kQK_K);
+      std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
+      ref::matmul(expected.data(), xhat.data(), s.m, bytes.data(), type, s.n_out, s.n_in);
+      std::vector<float> y(expected.size());
+      AlignedBuffer scratch(avx512::gemm_qk_scratch_bytes(s.m, s.n_in));
+      avx512::gemm_qk(y.data(), x.data(), s.m, w, scratch.data());
       const double err = testing::nmse(y.data(), expected.data(), expected.size());
       const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
       EXPECT_LT(err, 1e-10) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out
