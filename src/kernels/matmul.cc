@@ -10,6 +10,7 @@
 #include "common/half.h"
 #include "common/logging.h"
 #include "cpu/isa.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/onednn_matmul.h"
 #include "kernels/packed_weights.h"
@@ -180,6 +181,15 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
   const PackedWeights& w = impl_->weights;
   if (m <= 0) return;
   const cpu::Isa isa = cpu::selected_isa();
+  // AVX2 dense (f32/f16/bf16) weights; the quantized types are dispatched below.
+  if (isa == cpu::Isa::kAvx2) {
+    switch (w.type) {
+      case WeightType::kF32: avx2::gemm_f32(y, x, m, w); return;
+      case WeightType::kF16: avx2::gemm_f16(y, x, m, w); return;
+      case WeightType::kBF16: avx2::gemm_bf16(y, x, m, w); return;
+      default: break;
+    }
+  }
   if (isa < cpu::Isa::kAvx512) {
     detail::gemm_scalar(y, x, m, w);
     return;
