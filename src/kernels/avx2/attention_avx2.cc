@@ -61,24 +61,22 @@ struct Tiles {
   float l[kMaxRows];
 };
 
-// 8 head-dim values of a cache row as f32; `left` < 8 only in the last chunk of a row.
+// 8 head-dim values of a cache row as f32; the two-argument form reads only the first n < 8
+// (the last chunk of a row whose head dim is not a multiple of 8).
 struct KvF32 {
   using T = float;
-  static __m256 load(const float* p, int64_t left) {
-    return left >= 8 ? _mm256_loadu_ps(p) : load_f32(p, left);
-  }
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 load(const float* p, int64_t n) { return load_f32(p, n); }
 };
 struct KvF16 {
   using T = uint16_t;
-  static __m256 load(const uint16_t* p, int64_t left) {
-    return left >= 8 ? load_f16(p) : load_f16(p, left);
-  }
+  static __m256 load(const uint16_t* p) { return load_f16(p); }
+  static __m256 load(const uint16_t* p, int64_t n) { return load_f16(p, n); }
 };
 struct KvBF16 {
   using T = uint16_t;
-  static __m256 load(const uint16_t* p, int64_t left) {
-    return left >= 8 ? load_bf16(p) : load_bf16(p, left);
-  }
+  static __m256 load(const uint16_t* p) { return load_bf16(p); }
+  static __m256 load(const uint16_t* p, int64_t n) { return load_bf16(p, n); }
 };
 
 // Sums of each of 8 vectors, as one vector (lane t = sum of v[t]).
@@ -118,24 +116,31 @@ void scores_8(const float* q_row, const float* const* k_rows, int64_t d, bool pa
   _mm256_store_ps(scores, reduce_add_8(dot));
 }
 
-// acc[i0 .. i0 + kRows) += P · V over head-dim chunks; template row count keeps the
-// accumulators in registers (see the AVX-512 version).
+// acc[i0 .. i0 + kRows)[c .. c + 8) += P · V[:, c .. c + 8). The row count is a template
+// parameter and the tail load is hoisted out (kTail) so that the accumulators stay in registers:
+// with a branch on the chunk length inside, GCC kept them on the stack (perf annotate).
+template <int kRows, bool kTail, class Kv>
+void pv_chunk(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t nt, int64_t c,
+              int64_t tail) {
+  __m256 a[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) a[r] = _mm256_load_ps(&tl.acc[i0 + r][c]);
+  for (int64_t t = 0; t < nt; ++t) {
+    const __m256 vv = kTail ? Kv::load(v_rows[t] + c, tail) : Kv::load(v_rows[t] + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&tl.p[i0 + r][t]), vv, a[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) _mm256_store_ps(&tl.acc[i0 + r][c], a[r]);
+}
+
 template <int kRows, class Kv>
 void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t nt, int64_t d) {
-  for (int64_t c = 0; c < d; c += 8) {
-    __m256 a[kRows];
-#pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) a[r] = _mm256_load_ps(&tl.acc[i0 + r][c]);
-    for (int64_t t = 0; t < nt; ++t) {
-      const __m256 vv = Kv::load(v_rows[t] + c, d - c);
-#pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r) {
-        a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&tl.p[i0 + r][t]), vv, a[r]);
-      }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) _mm256_store_ps(&tl.acc[i0 + r][c], a[r]);
-  }
+  const int64_t full = d / 8 * 8;
+  for (int64_t c = 0; c < full; c += 8) pv_chunk<kRows, false, Kv>(tl, i0, v_rows, nt, c, 0);
+  if (full < d) pv_chunk<kRows, true, Kv>(tl, i0, v_rows, nt, full, d - full);
 }
 
 template <class Kv>
@@ -226,9 +231,10 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
       if constexpr (!kConvertK) {
         k_rows[t] = k_base + offsets[t];
       } else {  // keys are reused by every row and 8 at a time: convert once
-        for (int64_t c = 0; c < d_pad; c += 8) {
-          _mm256_store_ps(&tl.k[t][c], Kv::load(k_base + offsets[t] + c, d - c));
-        }
+        const T* k_row = k_base + offsets[t];
+        int64_t c = 0;
+        for (; c + 8 <= d; c += 8) _mm256_store_ps(&tl.k[t][c], Kv::load(k_row + c));
+        if (c < d) _mm256_store_ps(&tl.k[t][c], Kv::load(k_row + c, d - c));
         k_rows[t] = tl.k[t];
       }
     }

@@ -5,7 +5,9 @@
 // cache, threads splitting the output columns.
 //
 // Register budget (16 ymm): 4 rows × 3 columns = 12 accumulators + 3 weight vectors + 1
-// activation vector. A 4 × 4 tile, as on AVX-512 (32 zmm), would spill.
+// activation vector. A 4 × 4 tile, as on AVX-512 (32 zmm), would spill. Tiles of 1 or 2 rows
+// (decode) step over two vectors per column with separate accumulators: with only 3 FMA
+// chains of 4-cycle latency a single-row GEMV was latency-bound (9 GB/s of bf16 on one core).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -46,6 +48,17 @@ struct FmaKernel {
   int64_t n_in;
   int64_t n_out;
 
+  // One prefetch per 64-byte line of each weight row: a loop step covers 32 bytes (bf16,
+  // f16) or 32/64 (f32), and a second prefetch of the same line only occupies a fill buffer
+  // (perf showed the GEMV stalled on them).
+  static void prefetch_line(const T* const* wc, int64_t k) {
+    if ((k * static_cast<int64_t>(sizeof(T))) % 64 != 0) return;
+#pragma GCC unroll 4
+    for (int c = 0; c < kColsPerTile; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes, _MM_HINT_T0);
+    }
+  }
+
   // Rows [r0, r0 + R), columns [j0, j0 + num_cols), num_cols in 1..kColsPerTile.
   template <int R>
   void tile(int64_t r0, int64_t j0, int num_cols) const {
@@ -57,20 +70,44 @@ struct FmaKernel {
     const float* xr[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xr[r] = x + (r0 + r) * n_in;
+    constexpr int kUnroll = R <= 2 ? 2 : 1;
     __m256 acc[R][kColsPerTile];
+    __m256 acc2[R][kColsPerTile];  // second k vector when kUnroll == 2
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-      for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm256_setzero_ps();
+      for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = acc2[r][c] = _mm256_setzero_ps();
     }
     int64_t k = 0;
+    if constexpr (kUnroll == 2) {
+      for (; k + 16 <= n_in; k += 16) {
+        __m256 wv[kColsPerTile];
+        __m256 wv2[kColsPerTile];
+#pragma GCC unroll 4
+        for (int c = 0; c < kColsPerTile; ++c) {
+          wv[c] = Load::load(wc[c] + k);
+          wv2[c] = Load::load(wc[c] + k + 8);
+        }
+        prefetch_line(wc, k);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const __m256 xv = _mm256_loadu_ps(xr[r] + k);
+          const __m256 xv2 = _mm256_loadu_ps(xr[r] + k + 8);
+#pragma GCC unroll 4
+          for (int c = 0; c < kColsPerTile; ++c) {
+            acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
+            acc2[r][c] = _mm256_fmadd_ps(xv2, wv2[c], acc2[r][c]);
+          }
+        }
+      }
+    }
     for (; k + 8 <= n_in; k += 8) {
       __m256 wv[kColsPerTile];
 #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) {
         wv[c] = Load::load(wc[c] + k);
-        _mm_prefetch(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes, _MM_HINT_T0);
       }
+      prefetch_line(wc, k);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m256 xv = _mm256_loadu_ps(xr[r] + k);
@@ -93,7 +130,9 @@ struct FmaKernel {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-      for (int c = 0; c < num_cols; ++c) y[(r0 + r) * n_out + j0 + c] = reduce_add(acc[r][c]);
+      for (int c = 0; c < num_cols; ++c) {
+        y[(r0 + r) * n_out + j0 + c] = reduce_add(_mm256_add_ps(acc[r][c], acc2[r][c]));
+      }
     }
   }
 };
