@@ -1,5 +1,5 @@
-// Front end of the kernels in kernels.h: picks the ISA version once per call from
-// cpu::selected_isa() (a relaxed atomic load), falling back to the scalar reference.
+// Front end of the kernels in kernels.h: picks the ISA version (AVX-512, AVX2, or the scalar
+// reference) once per call from cpu::selected_isa() (a relaxed atomic load).
 #include "kernels/kernels.h"
 
 #include <algorithm>
@@ -24,6 +24,17 @@ Level level() {
   return Level::kScalar;
 }
 
+// The version of a kernel for the selected level (all three share one signature).
+template <class Fn>
+Fn* pick(Fn* avx512_fn, Fn* avx2_fn, Fn* ref_fn) {
+  switch (level()) {
+    case Level::kAvx512: return avx512_fn;
+    case Level::kAvx2: return avx2_fn;
+    case Level::kScalar: break;
+  }
+  return ref_fn;
+}
+
 }  // namespace
 
 size_t kv_type_size(KvType type) { return type == KvType::kF32 ? 4 : 2; }
@@ -37,84 +48,47 @@ int64_t weight_block_elems(WeightType type) { return weight_type_info(type).bloc
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::rms_norm(out, x, weight, n_rows, dim, eps);
-    case Level::kAvx2: return avx2::rms_norm(out, x, weight, n_rows, dim, eps);
-    case Level::kScalar: return ref::rms_norm(out, x, weight, n_rows, dim, eps);
-  }
+  pick(avx512::rms_norm, avx2::rms_norm, ref::rms_norm)(out, x, weight, n_rows, dim, eps);
 }
 
 void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::silu_mul(out, gate, up, n);
-    case Level::kAvx2: return avx2::silu_mul(out, gate, up, n);
-    case Level::kScalar: return ref::silu_mul(out, gate, up, n);
-  }
+  pick(avx512::silu_mul, avx2::silu_mul, ref::silu_mul)(out, gate, up, n);
 }
 
 void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::gelu_tanh_mul(out, gate, up, n);
-    case Level::kAvx2: return avx2::gelu_tanh_mul(out, gate, up, n);
-    case Level::kScalar: return ref::gelu_tanh_mul(out, gate, up, n);
-  }
+  pick(avx512::gelu_tanh_mul, avx2::gelu_tanh_mul, ref::gelu_tanh_mul)(out, gate, up, n);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::add_inplace(x, y, n);
-    case Level::kAvx2: return avx2::add_inplace(x, y, n);
-    case Level::kScalar: return ref::add_inplace(x, y, n);
-  }
+  pick(avx512::add_inplace, avx2::add_inplace, ref::add_inplace)(x, y, n);
 }
 
 void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
                   int64_t head_dim, int64_t rot_dim, const int32_t* positions,
                   const float* inv_freq) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::rope_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions,
-                                         inv_freq);
-    case Level::kAvx2: return avx2::rope_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions,
-                                         inv_freq);
-    case Level::kScalar: return ref::rope_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions,
-                                         inv_freq);
-  }
+  auto* fn = pick(avx512::rope_inplace, avx2::rope_inplace, ref::rope_inplace);
+  fn(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions, inv_freq);
 }
 
 void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
                        int64_t head_dim, int64_t rot_dim, const int32_t* positions,
                        const float* inv_freq) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::rope_neox_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim,
-                                              positions, inv_freq);
-    case Level::kAvx2: return avx2::rope_neox_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim,
-                                              positions, inv_freq);
-    case Level::kScalar: return ref::rope_neox_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim,
-                                              positions, inv_freq);
-  }
+  auto* fn = pick(avx512::rope_neox_inplace, avx2::rope_neox_inplace, ref::rope_neox_inplace);
+  fn(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions, inv_freq);
 }
 
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::get_rows(out, table, type, dim, ids, num_ids);
-    case Level::kAvx2: return avx2::get_rows(out, table, type, dim, ids, num_ids);
-    case Level::kScalar: return ref::get_rows(out, table, type, dim, ids, num_ids);
-  }
+  pick(avx512::get_rows, avx2::get_rows, ref::get_rows)(out, table, type, dim, ids, num_ids);
 }
 
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
                        int64_t block_size, KvType type) {
-  switch (level()) {
-    case Level::kAvx512: return avx512::reshape_and_cache(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping,
-                                                num_tokens, num_kv_heads, head_dim, block_size, type);
-    case Level::kAvx2: return avx2::reshape_and_cache(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping,
-                                                num_tokens, num_kv_heads, head_dim, block_size, type);
-    case Level::kScalar: return ref::reshape_and_cache(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping,
-                                                num_tokens, num_kv_heads, head_dim, block_size, type);
-  }
+  auto* fn = pick(avx512::reshape_and_cache, avx2::reshape_and_cache, ref::reshape_and_cache);
+  fn(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping, num_tokens, num_kv_heads, head_dim,
+     block_size, type);
 }
 
 void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,

@@ -2,8 +2,8 @@
 // workspace. No allocation on the hot path, no exceptions, no model or request types.
 //
 // Every kernel has a scalar reference in kernels/ref/ that reads like llama2.c and ISA versions
-// (AVX-512, AVX512-BF16, AMX) chosen once at run time from cpu::selected_isa(); VELLUM_ISA forces a
-// lower one. Tests compare each path with the reference (tests/kernels/).
+// (AVX2, AVX-512, AVX512-BF16, AMX) chosen once at run time from cpu::selected_isa(); VELLUM_ISA
+// forces a lower one. Tests compare each path with the reference (tests/kernels/).
 //
 // Layout conventions: row-major; a "row stride" is in elements; token-major activations
 // [num_tokens, ...]. OpenMP parallelises inside a kernel where it pays.

@@ -32,7 +32,8 @@ template <bool kNeox>
 void rope(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
           int64_t head_dim, int64_t rot_dim, const int32_t* positions, const float* inv_freq) {
   const int64_t half = rot_dim / 2;
-#pragma omp parallel for schedule(static) if (num_tokens > 1 && num_tokens * num_heads * rot_dim >= kMinParallelElems)
+  const bool parallel = num_tokens > 1 && num_tokens * num_heads * rot_dim >= kMinParallelElems;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t t = 0; t < num_tokens; ++t) {
     float* xt = x + t * token_stride;  // (num_heads, head_dim)
     const auto position = static_cast<float>(positions[t]);
