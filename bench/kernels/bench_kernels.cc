@@ -5,6 +5,7 @@
 // numbers are DRAM, not L3, bandwidth.
 //
 //   ../shared/bench/own-autogroup.sh build/bench/kernels/kernels_bench --benchmark_repetitions=5
+// VELLUM_ISA=avx2 (etc.) measures a lower ISA's kernels on the same machine.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -118,6 +119,8 @@ BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg
 BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(16)->Arg(32)->Arg(33)->Arg(64)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearDecode, f16, WeightType::kF16)->Arg(1)->Arg(4)
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearDecode, f32, WeightType::kF32)->Arg(1)->Arg(4)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 #define VELLUM_QUANT_DECODE(name, type)                                              \
   BENCHMARK_CAPTURE(BM_LinearDecode, name, type)->Arg(1)->Arg(4)->Arg(16)->Arg(32)    \

@@ -14,7 +14,7 @@ namespace vellum::cpu {
 
 enum class Isa {
   kScalar = 0,
-  kAvx2 = 1,        // AVX2 + FMA + F16C (kernels fall back to the scalar references)
+  kAvx2 = 1,        // AVX2 + FMA + F16C (kernels/avx2/; quantized GEMMs may still be scalar)
   kAvx512 = 2,      // + AVX-512 F/BW/VL/DQ
   kAvx512Bf16 = 3,  // + AVX512-BF16 and AVX512-VNNI
   kAmx = 4,         // + AMX tile/bf16/int8 with OS permission (used through oneDNN)

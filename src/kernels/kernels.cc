@@ -1,11 +1,13 @@
-// Front end of the kernels in kernels.h: picks the ISA version once per call from
-// cpu::selected_isa() (a relaxed atomic load), falling back to the scalar reference.
+// Front end of the kernels in kernels.h: picks the ISA version (AVX-512, AVX2, or the scalar
+// reference) once per call from cpu::selected_isa() (a relaxed atomic load).
 #include "kernels/kernels.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/half.h"
 #include "cpu/isa.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/quant_types.h"
 #include "kernels/ref/ref_kernels.h"
@@ -13,7 +15,25 @@
 namespace vellum::kernels {
 namespace {
 
-bool use_avx512() { return cpu::selected_isa() >= cpu::Isa::kAvx512; }
+// The best compiled level at or below the selected one.
+enum class Level { kScalar, kAvx2, kAvx512 };
+Level level() {
+  const cpu::Isa isa = cpu::selected_isa();
+  if (isa >= cpu::Isa::kAvx512) return Level::kAvx512;
+  if (isa >= cpu::Isa::kAvx2) return Level::kAvx2;
+  return Level::kScalar;
+}
+
+// The version of a kernel for the selected level (all three share one signature).
+template <class Fn>
+Fn* pick(Fn* avx512_fn, Fn* avx2_fn, Fn* ref_fn) {
+  switch (level()) {
+    case Level::kAvx512: return avx512_fn;
+    case Level::kAvx2: return avx2_fn;
+    case Level::kScalar: break;
+  }
+  return ref_fn;
+}
 
 }  // namespace
 
@@ -28,45 +48,47 @@ int64_t weight_block_elems(WeightType type) { return weight_type_info(type).bloc
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
-  if (use_avx512()) return avx512::rms_norm(out, x, weight, n_rows, dim, eps);
-  ref::rms_norm(out, x, weight, n_rows, dim, eps);
+  pick(avx512::rms_norm, avx2::rms_norm, ref::rms_norm)(out, x, weight, n_rows, dim, eps);
 }
 
 void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
-  if (use_avx512()) return avx512::silu_mul(out, gate, up, n);
-  ref::silu_mul(out, gate, up, n);
+  pick(avx512::silu_mul, avx2::silu_mul, ref::silu_mul)(out, gate, up, n);
+}
+
+void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n) {
+  pick(avx512::gelu_tanh_mul, avx2::gelu_tanh_mul, ref::gelu_tanh_mul)(out, gate, up, n);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
-  if (use_avx512()) return avx512::add_inplace(x, y, n);
-  ref::add_inplace(x, y, n);
+  pick(avx512::add_inplace, avx2::add_inplace, ref::add_inplace)(x, y, n);
 }
 
-// The cos/sin of each (token, pair) are computed once and shared by all heads, so the scalar
-// code is already cheap next to the matmuls around it; there is no vector version.
 void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
                   int64_t head_dim, int64_t rot_dim, const int32_t* positions,
                   const float* inv_freq) {
-  ref::rope_inplace(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions,
-                    inv_freq);
+  auto* fn = pick(avx512::rope_inplace, avx2::rope_inplace, ref::rope_inplace);
+  fn(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions, inv_freq);
+}
+
+void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
+                       int64_t head_dim, int64_t rot_dim, const int32_t* positions,
+                       const float* inv_freq) {
+  auto* fn = pick(avx512::rope_neox_inplace, avx2::rope_neox_inplace, ref::rope_neox_inplace);
+  fn(x, token_stride, num_tokens, num_heads, head_dim, rot_dim, positions, inv_freq);
 }
 
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids) {
-  if (use_avx512()) return avx512::get_rows(out, table, type, dim, ids, num_ids);
-  ref::get_rows(out, table, type, dim, ids, num_ids);
+  pick(avx512::get_rows, avx2::get_rows, ref::get_rows)(out, table, type, dim, ids, num_ids);
 }
 
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
                        int64_t block_size, KvType type) {
-  if (use_avx512()) {
-    return avx512::reshape_and_cache(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping,
-                                     num_tokens, num_kv_heads, head_dim, block_size, type);
-  }
-  ref::reshape_and_cache(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping, num_tokens,
-                         num_kv_heads, head_dim, block_size, type);
+  auto* fn = pick(avx512::reshape_and_cache, avx2::reshape_and_cache, ref::reshape_and_cache);
+  fn(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping, num_tokens, num_kv_heads, head_dim,
+     block_size, type);
 }
 
 void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
@@ -74,12 +96,14 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                      const int32_t* query_start_loc, const PagedAttentionParams& params,
                      void* workspace) {
   if (params.num_seqs <= 0) return;
-  // TODO(avx512 window/softcap): the AVX-512 kernel does not implement sliding windows and
-  // softcaps yet; such layers take the reference until it does.
-  const bool plain = params.sliding_window == 0 && params.logit_softcap == 0.0f;
-  if (use_avx512() && plain && params.head_dim <= avx512::kMaxAttentionHeadDim) {
+  const Level lv = level();
+  if (lv == Level::kAvx512 && params.head_dim <= avx512::kMaxAttentionHeadDim) {
     return avx512::paged_attention(out, q, q_stride, k_cache, v_cache, block_tables, seq_lens,
                                    query_start_loc, params, workspace);
+  }
+  if (lv == Level::kAvx2 && params.head_dim <= avx2::kMaxAttentionHeadDim) {
+    return avx2::paged_attention(out, q, q_stride, k_cache, v_cache, block_tables, seq_lens,
+                                 query_start_loc, params, workspace);
   }
   ref::paged_attention(out, q, q_stride, k_cache, v_cache, block_tables, seq_lens,
                        query_start_loc, params, workspace);
@@ -87,9 +111,10 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
 
 size_t paged_attention_workspace_bytes(const PagedAttentionParams& params,
                                        int64_t /*max_seq_len*/, int /*num_threads*/) {
-  // Only the AVX-512 kernel uses workspace (a work-item prefix per sequence; its per-thread
+  // Only the vector kernels use workspace (a work-item prefix per sequence; their per-thread
   // tiles live on the stack), so any thread count and context length fit.
-  return avx512::paged_attention_workspace_bytes(params) + 64;
+  return std::max(avx512::paged_attention_workspace_bytes(params),
+                  avx2::paged_attention_workspace_bytes(params)) + 64;
 }
 
 void copy_blocks(void* pool, int64_t block_bytes, const int32_t* src, const int32_t* dst,

@@ -2,8 +2,8 @@
 // workspace. No allocation on the hot path, no exceptions, no model or request types.
 //
 // Every kernel has a scalar reference in kernels/ref/ that reads like llama2.c and ISA versions
-// (AVX-512, AVX512-BF16, AMX) chosen once at run time from cpu::selected_isa(); VELLUM_ISA forces a
-// lower one. Tests compare each path with the reference (tests/kernels/).
+// (AVX2, AVX-512, AVX512-BF16, AMX) chosen once at run time from cpu::selected_isa(); VELLUM_ISA
+// forces a lower one. Tests compare each path with the reference (tests/kernels/).
 //
 // Layout conventions: row-major; a "row stride" is in elements; token-major activations
 // [num_tokens, ...]. OpenMP parallelises inside a kernel where it pays.
@@ -43,6 +43,10 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, i
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
 void silu_mul(float* out, const float* gate, const float* up, int64_t n);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU: Gemma, ...), GELU with the tanh approximation
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))); out may alias gate or up.
+void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n);
+
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);
 
@@ -55,6 +59,12 @@ void add_inplace(float* x, const float* y, int64_t n);
 void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
                   int64_t head_dim, int64_t rot_dim, const int32_t* positions,
                   const float* inv_freq);
+
+// Rotary embedding, GGML "NEOX" mode (GPT-NeoX, Qwen2, Phi, Gemma, ...): pair i is
+// (x[i], x[i + rot_dim / 2]), i < rot_dim / 2. Arguments and angles as rope_inplace.
+void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
+                       int64_t head_dim, int64_t rot_dim, const int32_t* positions,
+                       const float* inv_freq);
 
 // out[t, :] = dequantized row ids[t] of table (n_rows_table, dim) stored as `type`.
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,

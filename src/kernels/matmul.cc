@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "cpu/isa.h"
 #include "kernels/avx2/avx2_quant.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/onednn_matmul.h"
 #include "kernels/packed_weights.h"
@@ -136,10 +137,11 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
   std::string what = weight_type_info(stored).name;
   if (type != stored) what += fmt::format(" as {}", weight_type_info(type).name);
   std::string how;
-  if (isa < cpu::Isa::kAvx2 || (isa < cpu::Isa::kAvx512 && !weight_type_info(type).quantized)) {
+  if (isa < cpu::Isa::kAvx2) {
     how = "scalar";
   } else if (isa < cpu::Isa::kAvx512) {
-    how = "AVX2 int8 dot products on activations quantized per 32";
+    how = weight_type_info(type).quantized ? "AVX2 int8 dot products on activations quantized per 32"
+                                           : "AVX2 FMA";
   } else {
     const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
     switch (type) {
@@ -151,13 +153,17 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                                  isa >= cpu::Isa::kAmx ? " on AMX" : "", kMaxSmallMBf16)
                    : "AVX-512 FMA";
         break;
-      default:
-        how = bf16 ? fmt::format("AVX512-VNNI on activations quantized per 32 (m <= {}), bf16 "
-                                 "slabs + oneDNN{} (m > {})",
+      default: {
+        const char* small = avx512::gemm_qk_supported(type)
+                                ? "AVX-512 integer sub-block scales on activations quantized per 256"
+                            : bf16 ? "AVX512-VNNI on activations quantized per 32"
+                                   : "AVX2 int8 dot products on activations quantized per 32";
+        how = bf16 ? fmt::format("{} (m <= {}), bf16 slabs + oneDNN{} (m > {})", small,
                                  kMaxSmallMQuant, isa >= cpu::Isa::kAmx ? " on AMX" : "",
                                  kMaxSmallMQuant)
-                   : "AVX2 int8 dot products on activations quantized per 32";
+                   : small;
         break;
+      }
     }
   }
   return fmt::format("{}: {} [{}]", what, how, cpu::isa_name(isa));
@@ -316,6 +322,15 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     return;
   }
   const cpu::Isa isa = cpu::selected_isa();
+  // AVX2 dense (f32/f16/bf16) weights; the quantized types are dispatched below.
+  if (isa == cpu::Isa::kAvx2) {
+    switch (w.type) {
+      case WeightType::kF32: avx2::gemm_f32(y, x, m, w); return;
+      case WeightType::kF16: avx2::gemm_f16(y, x, m, w); return;
+      case WeightType::kBF16: avx2::gemm_bf16(y, x, m, w); return;
+      default: break;
+    }
+  }
   if (isa < cpu::Isa::kAvx512) {
     if (isa >= cpu::Isa::kAvx2 && weight_type_info(w.type).quantized) {
       avx2::gemm_quant(y, x, m, w, scratch);

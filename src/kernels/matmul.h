@@ -9,7 +9,8 @@
 // Backends (matmul.cc): small m (decode) uses Vellum's AVX-512 kernels, which read the weights
 // once for up to 4 activation rows at a time; large m uses oneDNN (AMX bf16 where present). f32
 // and bf16 weights then keep a second, oneDNN-blocked copy (2x their memory); Q8_0 prefill
-// dequantizes slabs of rows to bf16 in scratch instead. Below AVX-512 everything is scalar.
+// dequantizes slabs of rows to bf16 in scratch instead. On AVX2, f32/f16/bf16 weights run
+// Vellum's AVX2 FMA kernels at every m (avx2/gemm_avx2.cc).
 // Thread-safety: forward() is const but calls on one PackedLinear must not overlap (oneDNN
 // primitives share a scratchpad); it parallelises internally with OpenMP.
 #pragma once

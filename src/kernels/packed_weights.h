@@ -32,7 +32,8 @@ struct PackedWeights {
   const uint16_t* q8_scales(int64_t j) const { return scales.as<uint16_t>() + j * (k_pad / 32); }
 };
 
-// y (m, n_out) = x (m, n_in) · Wᵀ on the packed layout, scalar code (Isa::kScalar / kAvx2).
+// y (m, n_out) = x (m, n_in) · Wᵀ on the packed layout, scalar code (Isa::kScalar, and
+// the types that have no kernel for the selected ISA).
 void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w);
 
 }  // namespace vellum::kernels::detail

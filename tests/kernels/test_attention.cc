@@ -1,10 +1,12 @@
 // paged_attention (every ISA, and the reference itself) against a naive dense attention over
 // unpaged K/V: shuffled block ids, mixed batches of decode tokens and a prefill chunk with prior
 // context, GQA ratios, block sizes 1/16/32, f32/f16/bf16 caches, head dims with and without
-// vector tails.
+// vector tails; sliding windows (smaller and larger than a block, crossing block boundaries) with
+// the block-table entries before each window pointing at a block of NaNs, and logit softcaps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -35,6 +37,8 @@ struct Case {
   KvType kv_type;
   std::vector<SeqSpec> seqs;
   uint32_t seed;
+  int64_t sliding_window = 0;
+  float softcap = 0.0f;
 
   std::string describe() const {
     std::string s = "kv_heads=" + std::to_string(num_kv_heads) + " group=" + std::to_string(group) +
@@ -42,7 +46,7 @@ struct Case {
                     std::to_string(block_size) + " kv=" + testing::kv_type_name(kv_type) +
                     " seed=" + std::to_string(seed) + " seqs=";
     for (const SeqSpec& q : seqs) s += "(" + std::to_string(q.context_len) + "+" + std::to_string(q.q_len) + ")";
-    return s;
+    return s + " window=" + std::to_string(sliding_window) + " softcap=" + std::to_string(softcap);
   }
 };
 
@@ -52,7 +56,10 @@ void run_case(const Case& c) {
   const int64_t num_heads = c.num_kv_heads * c.group;
   const int64_t d = c.head_dim;
   std::vector<int32_t> seq_lens(num_seqs), query_start_loc(num_seqs + 1, 0);
-  int64_t max_blocks = 1, total_blocks = 1;  // block 0 = null block, never referenced
+  // Block 0 = null block, never referenced; block 1 = poison (all NaN), put in the table where
+  // a sliding window says a block must not be read.
+  int64_t max_blocks = 1, total_blocks = 2;
+  const int32_t kPoisonBlock = 1;
   for (int64_t s = 0; s < num_seqs; ++s) {
     seq_lens[s] = static_cast<int32_t>(c.seqs[s].context_len + c.seqs[s].q_len);
     query_start_loc[s + 1] = static_cast<int32_t>(query_start_loc[s] + c.seqs[s].q_len);
@@ -63,8 +70,8 @@ void run_case(const Case& c) {
   const int64_t num_tokens = query_start_loc[num_seqs];
 
   // Shuffled physical blocks handed out to the sequences; tables padded with the null block.
-  std::vector<int32_t> free_ids(total_blocks - 1);
-  std::iota(free_ids.begin(), free_ids.end(), 1);
+  std::vector<int32_t> free_ids(total_blocks - 2);
+  std::iota(free_ids.begin(), free_ids.end(), 2);
   std::shuffle(free_ids.begin(), free_ids.end(), rng);
   std::vector<int32_t> block_tables(num_seqs * max_blocks, 0);
   size_t next = 0;
@@ -93,6 +100,18 @@ void run_case(const Case& c) {
     for (float& x : dense_k[s]) x = testing::round_kv(x, c.kv_type);
     for (float& x : dense_v[s]) x = testing::round_kv(x, c.kv_type);
   }
+  // NaN in f32, f16 and bf16 alike.
+  const size_t block_bytes = c.num_kv_heads * c.block_size * d * kv_type_size(c.kv_type);
+  std::memset(k_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
+  std::memset(v_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
+  if (c.sliding_window > 0) {
+    // A sliding-window KV manager may free every block whose keys are all before the window of
+    // the sequence's first query token of the step.
+    for (int64_t s = 0; s < num_seqs; ++s) {
+      const int64_t lo = std::max<int64_t>(0, c.seqs[s].context_len - c.sliding_window + 1);
+      for (int64_t b = 0; (b + 1) * c.block_size <= lo; ++b) block_tables[s * max_blocks + b] = kPoisonBlock;
+    }
+  }
 
   // Queries with a token stride wider than num_heads * head_dim (as from a fused QKV output).
   const int64_t q_stride = num_heads * d + 7;
@@ -105,23 +124,25 @@ void run_case(const Case& c) {
     for (int64_t j = 0; j < c.seqs[s].q_len; ++j) {
       const int64_t tok = query_start_loc[s] + j;
       const int64_t pos = c.seqs[s].context_len + j;
+      const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
       for (int64_t h = 0; h < num_heads; ++h) {
         const int64_t kv_h = h / c.group;
-        std::vector<double> scores(pos + 1);
+        std::vector<double> scores(pos + 1, 0.0);
         double max_score = -1e300;
-        for (int64_t t = 0; t <= pos; ++t) {
+        for (int64_t t = first; t <= pos; ++t) {
           double dot = 0.0;
           for (int64_t i = 0; i < d; ++i) {
             dot += double{q[tok * q_stride + h * d + i]} * dense_k[s][(t * c.num_kv_heads + kv_h) * d + i];
           }
           scores[t] = dot * scale;
+          if (c.softcap > 0.0f) scores[t] = c.softcap * std::tanh(scores[t] / c.softcap);
           max_score = std::max(max_score, scores[t]);
         }
         double sum = 0.0;
-        for (double& x : scores) sum += (x = std::exp(x - max_score));
+        for (int64_t t = first; t <= pos; ++t) sum += (scores[t] = std::exp(scores[t] - max_score));
         for (int64_t i = 0; i < d; ++i) {
           double o = 0.0;
-          for (int64_t t = 0; t <= pos; ++t) o += scores[t] * dense_v[s][(t * c.num_kv_heads + kv_h) * d + i];
+          for (int64_t t = first; t <= pos; ++t) o += scores[t] * dense_v[s][(t * c.num_kv_heads + kv_h) * d + i];
           expected[(tok * num_heads + h) * d + i] = static_cast<float>(o / sum);
         }
       }
@@ -137,6 +158,8 @@ void run_case(const Case& c) {
   params.max_blocks_per_seq = max_blocks;
   params.scale = scale;
   params.kv_type = c.kv_type;
+  params.sliding_window = c.sliding_window;
+  params.logit_softcap = c.softcap;
   const int64_t max_seq_len = *std::max_element(seq_lens.begin(), seq_lens.end());
   AlignedBuffer workspace(paged_attention_workspace_bytes(params, max_seq_len, 2));
 
@@ -191,6 +214,35 @@ TEST(PagedAttention, OddShapes) {
   run_case({2, 2, 64, 4, KvType::kBF16, {{0, 70}}, 106});   // long prefill, several tiles
   run_case({4, 2, 8, 16, KvType::kF32, {{0, 12}, {40, 1}}, 107});  // stories260K's heads
   run_case({1, 1, 1, 3, KvType::kF16, {{2, 5}}, 108});             // head_dim 1
+}
+
+TEST(PagedAttention, SlidingWindowAndSoftcapMatchDenseAttention) {
+  // Decode tokens with long and short contexts, prefill chunks with context, a whole prompt
+  // (several query tiles per sequence on the vector kernels), the very first token.
+  const std::vector<SeqSpec> mixed = {{70, 1}, {37, 1}, {20, 37}, {0, 40}, {0, 1}, {5, 2}};
+  const int64_t windows[] = {1, 3, 16, 20, 33, 100};  // < block, = block, crossing, > every seq
+  const int64_t block_sizes[] = {16, 1, 7, 32};
+  const int64_t groups[] = {1, 4, 2};
+  const int64_t head_dims[] = {64, 20, 128};
+  uint32_t seed = 500;
+  int variant = 0;
+  for (float softcap : {0.0f, 5.0f}) {
+    for (int64_t window : windows) {
+      for (KvType type : {KvType::kF32, KvType::kF16, KvType::kBF16}) {
+        Case c{2, groups[variant % 3], head_dims[variant % 3], block_sizes[variant % 4], type,
+               mixed, seed++, window, softcap};
+        ++variant;
+        run_case(c);
+      }
+    }
+  }
+  // Softcap alone, GQA with several head groups per item, a cap small enough to flatten scores.
+  run_case({2, 4, 64, 16, KvType::kBF16, mixed, 601, 0, 30.0f});
+  run_case({1, 24, 48, 16, KvType::kF16, {{5, 3}, {100, 1}}, 602, 0, 1.0f});
+  run_case({1, 24, 48, 16, KvType::kF32, {{5, 3}, {100, 1}, {40, 20}}, 603, 8, 2.0f});
+  // A window with a long prefill: many query tiles, each starting at its own window.
+  run_case({2, 2, 32, 4, KvType::kF32, {{50, 70}}, 604, 5, 0.0f});
+  run_case({1, 1, 256, 16, KvType::kBF16, {{300, 1}, {200, 17}}, 605, 64, 0.0f});
 }
 
 }  // namespace

@@ -64,6 +64,23 @@ TEST(IsaEnv, KernelsCorrectUnderSelectedIsa) {
   rms_norm(norm.data(), x.data(), values.data(), 1, n_in, 1e-6f);
   ref::rms_norm(norm_expected.data(), x.data(), values.data(), 1, n_in, 1e-6f);
   EXPECT_LT(testing::nmse(norm.data(), norm_expected.data(), n_in), 1e-10);
+
+  // f32 weights (the AVX2 and AVX-512 FMA kernels), GELU, NEOX RoPE.
+  const auto linear_f32 = PackedLinear::pack(values.data(), WeightType::kF32, n_out, n_in, MatmulPrecision::kAuto);
+  ref::matmul(expected.data(), x.data(), m, values.data(), WeightType::kF32, n_out, n_in);
+  AlignedBuffer scratch_f32(linear_f32.scratch_bytes(m));
+  linear_f32.forward(y.data(), x.data(), m, scratch_f32.data());
+  EXPECT_LT(testing::nmse(y.data(), expected.data(), y.size()), 1e-9);
+  std::vector<float> act(n_in), act_expected(n_in);
+  gelu_tanh_mul(act.data(), x.data(), values.data(), n_in);
+  ref::gelu_tanh_mul(act_expected.data(), x.data(), values.data(), n_in);
+  EXPECT_LT(testing::nmse(act.data(), act_expected.data(), n_in), 1e-9);
+  const std::vector<int32_t> positions = {7, 300};
+  const std::vector<float> inv_freq = testing::random_floats(24, 13, 0.0f, 1.0f);
+  std::vector<float> rot(x.begin(), x.begin() + 2 * n_in), rot_expected = rot;
+  rope_neox_inplace(rot.data(), n_in, 2, 2, 48, 48, positions.data(), inv_freq.data());
+  ref::rope_neox_inplace(rot_expected.data(), n_in, 2, 2, 48, 48, positions.data(), inv_freq.data());
+  EXPECT_LT(testing::nmse(rot.data(), rot_expected.data(), rot.size()), 1e-12);
 }
 
 }  // namespace

@@ -7,6 +7,11 @@
 // (flash-attention) softmax: running max m and sum l per row, f32 accumulators rescaled by
 // e^(m_old - m_new). Items are scheduled dynamically over OpenMP threads, so a decode batch
 // (many sequences × kv heads) and one long prefill (many query tiles) both fill the threads.
+// Sliding window: row i (a query at position p_i) sees keys [lo_i, p_i], lo_i = max(0, p_i - W + 1).
+// An item walks keys from lo of its first row, so no block-table entry before the window of the
+// sequence's first query token is ever read; per tile, rows whose window has not started or has
+// already ended are skipped, and the others mask keys outside [lo_i, p_i].
+// Logit softcap: s = cap · tanh(s / cap) on the scaled scores before the max.
 // Not done: splitting one long decode context across threads (flash-decoding); with few
 // sequences and few kv heads the threads outnumber the items.
 #include <immintrin.h>
@@ -155,7 +160,12 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
   const int64_t num_rows = num_tokens * hpi;  // row i: token tok0 + i / hpi, head i % hpi
   const int64_t head0 = item.kv_head * g.group + item.head_group * hpi;
   const int32_t* table = block_tables + item.seq * p.max_blocks_per_seq;
-  auto row_pos = [&](int64_t i) { return first_pos + item.tok0 + i / hpi; };
+  const int64_t item_pos0 = first_pos + item.tok0;  // position of the item's first token
+  const int64_t window = p.sliding_window;
+  auto row_pos = [&](int64_t i) { return item_pos0 + i / hpi; };
+  auto row_lo = [&](int64_t i) {
+    return window > 0 ? std::max<int64_t>(0, row_pos(i) - window + 1) : int64_t{0};
+  };
   auto out_row = [&](int64_t i) {
     return (q_begin + item.tok0 + i / hpi) * p.num_heads + head0 + i % hpi;
   };
@@ -172,6 +182,7 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
     tl.l[i] = 0.0f;
   }
 
+  const int64_t kv_begin = row_lo(0);
   const int64_t kv_end = row_pos(num_rows - 1) + 1;
   using T = typename Kv::T;
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
@@ -206,14 +217,19 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
   };
   int64_t offsets[kKvTile];
   int64_t next_offsets[kKvTile];
-  prefetch(offsets, tile_offsets(0, offsets));
+  prefetch(offsets, tile_offsets(kv_begin, offsets));
   const float* k_rows[kKvTile];
   const T* v_rows[kKvTile];
-  for (int64_t t0 = 0; t0 < kv_end; t0 += kKvTile) {
+  const float cap = p.logit_softcap;
+  for (int64_t t0 = kv_begin; t0 < kv_end; t0 += kKvTile) {
     const int64_t nt = std::min<int64_t>(kKvTile, kv_end - t0);
     if (t0 + kKvTile < kv_end) prefetch(next_offsets, tile_offsets(t0 + kKvTile, next_offsets));
-    // Rows whose position is before t0 see none of these keys (causal): skip them.
-    const int64_t row_begin = std::max<int64_t>(0, t0 - (first_pos + item.tok0)) * hpi;
+    // Rows that see at least one of these keys: position >= t0 (causal) and window start
+    // < t0 + nt. Positions grow with the row index, so both bounds are row ranges.
+    const int64_t row_begin = std::max<int64_t>(0, t0 - item_pos0) * hpi;
+    const int64_t row_end =
+        window > 0 ? std::min(num_rows, std::max<int64_t>(0, t0 + nt + window - 1 - item_pos0) * hpi)
+                   : num_rows;
     for (int64_t t = 0; t < nt; ++t) {
       v_rows[t] = v_base + offsets[t];
       if constexpr (std::is_same_v<T, float>) {
@@ -229,20 +245,28 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
 
     // Scores, 16 keys at a time per row.
     for (int64_t t = nt; t < kKvTile; ++t) k_rows[t] = k_rows[0];
-    for (int64_t i = row_begin; i < num_rows; ++i) {
+    for (int64_t i = row_begin; i < row_end; ++i) {
       for (int64_t t = 0; t < nt; t += 16) {
         scores_16(tl.q[i], k_rows + t, num_chunks, last_mask, &tl.p[i][t]);
       }
     }
 
-    // Online softmax update per row.
-    for (int64_t i = row_begin; i < num_rows; ++i) {
-      const int64_t num_valid = std::min<int64_t>(nt, row_pos(i) - t0 + 1);  // >= 1 here
-      const __mmask16 v0 = tail_mask(num_valid);
-      const __mmask16 v1 = tail_mask(std::max<int64_t>(0, num_valid - 16));
+    // Online softmax update per row, keys outside [lo_i, pos_i] masked to -inf.
+    for (int64_t i = row_begin; i < row_end; ++i) {
+      const int64_t valid_end = std::min<int64_t>(nt, row_pos(i) - t0 + 1);
+      const int64_t valid_begin = std::max<int64_t>(0, row_lo(i) - t0);  // < valid_end here
+      const __mmask16 v0 = static_cast<__mmask16>(tail_mask(valid_end) & ~tail_mask(valid_begin));
+      const __mmask16 v1 = static_cast<__mmask16>(tail_mask(std::max<int64_t>(0, valid_end - 16)) &
+                                                  ~tail_mask(std::max<int64_t>(0, valid_begin - 16)));
       const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      const __m512 s0 = _mm512_mask_load_ps(neg_inf, v0, &tl.p[i][0]);
-      const __m512 s1 = _mm512_mask_load_ps(neg_inf, v1, &tl.p[i][16]);
+      __m512 s0 = _mm512_mask_load_ps(neg_inf, v0, &tl.p[i][0]);
+      __m512 s1 = _mm512_mask_load_ps(neg_inf, v1, &tl.p[i][16]);
+      if (cap > 0.0f) {
+        const __m512 cap_v = _mm512_set1_ps(cap);
+        const __m512 inv_cap = _mm512_set1_ps(1.0f / cap);
+        s0 = _mm512_mask_mul_ps(neg_inf, v0, cap_v, tanh_ps(_mm512_mul_ps(s0, inv_cap)));
+        s1 = _mm512_mask_mul_ps(neg_inf, v1, cap_v, tanh_ps(_mm512_mul_ps(s1, inv_cap)));
+      }
       const float m_new = std::max(tl.m[i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
       const float alpha = std::exp(tl.m[i] - m_new);  // 0 on the first tile (m = -inf)
       const __m512 mv = _mm512_set1_ps(m_new);
@@ -261,8 +285,8 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
     }
 
     // acc += P · V, 4 rows per pass so every value vector load feeds 4 FMAs.
-    for (int64_t i0 = row_begin; i0 < num_rows; i0 += 4) {
-      switch (std::min<int64_t>(4, num_rows - i0)) {
+    for (int64_t i0 = row_begin; i0 < row_end; i0 += 4) {
+      switch (std::min<int64_t>(4, row_end - i0)) {
         case 1: pv_rows<1, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
         case 2: pv_rows<2, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
         case 3: pv_rows<3, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;

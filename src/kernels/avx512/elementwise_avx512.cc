@@ -11,7 +11,7 @@ namespace vellum::kernels::avx512 {
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
-#pragma omp parallel for schedule(static) if (n_rows * dim >= 65536)
+#pragma omp parallel for schedule(static) if (n_rows > 1 && n_rows * dim >= kMinParallelElems)
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * dim;
     float* outr = out + r * dim;
@@ -41,7 +41,7 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, i
 }
 
 void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElems)
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
@@ -52,7 +52,24 @@ void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
   }
 }
 
+// 0.5 g (1 + tanh(u)) = g · sigmoid(2u): one exp and no cancellation for negative g.
+void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElems)
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(m, up + i);
+    const __m512 g3 = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+    const __m512 arg = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                     _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), g3, g));
+    const __m512 e = exp_ps(_mm512_mul_ps(_mm512_set1_ps(-2.0f), arg));
+    const __m512 gelu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(gelu, u));
+  }
+}
+
 void add_inplace(float* x, const float* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= 4 * kMinParallelElems)
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(
@@ -126,6 +143,7 @@ void store_row(void* dst, const float* src, int64_t n, KvType type) {
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids) {
   const size_t row_bytes = weight_row_bytes(type, dim);
+#pragma omp parallel for schedule(static) if (num_ids > 1 && num_ids * dim >= 4 * kMinParallelElems)
   for (int64_t t = 0; t < num_ids; ++t) {
     const auto* row = static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[t]) * row_bytes;
     dequantize_row(out + t * dim, row, type, dim);
@@ -137,7 +155,7 @@ void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
                        int64_t block_size, KvType type) {
   const size_t elem = kv_type_size(type);
-#pragma omp parallel for schedule(static) if (num_tokens * num_kv_heads * head_dim >= 65536)
+#pragma omp parallel for schedule(static) if (num_tokens * num_kv_heads * head_dim >= 4 * kMinParallelElems)
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t slot = slot_mapping[t];
     if (slot < 0) continue;

@@ -8,6 +8,10 @@
 
 namespace vellum::kernels::avx512 {
 
+// Below this many elements an elementwise kernel runs on the calling thread: waking the OpenMP
+// team costs more than the work.
+inline constexpr int64_t kMinParallelElems = 16384;
+
 // Prefetch into L2 that GCC cannot drop: it deletes loops whose only statements are
 // __builtin_prefetch calls (seen with GCC 12 -O2), which a prefetch-ahead loop is.
 // L2 rather than L1: in paged-attention decode, T0 prefetches of whole tiles stalled on the
@@ -38,6 +42,21 @@ inline __m512 exp_ps(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_scalef_ps(p, n);
+}
+
+// tanh(x): (1 - e^-2|x|) / (1 + e^-2|x|) with the sign put back; below |x| = 1/8, where that
+// form loses relative precision to cancellation, the odd Taylor series to x^7 (error < 1e-9).
+inline __m512 tanh_ps(__m512 x) {
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 e = exp_ps(_mm512_mul_ps(ax, _mm512_set1_ps(-2.0f)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __m512 x2 = _mm512_mul_ps(ax, ax);
+  __m512 poly = _mm512_fmadd_ps(_mm512_set1_ps(-17.0f / 315.0f), x2, _mm512_set1_ps(2.0f / 15.0f));
+  poly = _mm512_fmadd_ps(poly, x2, _mm512_set1_ps(-1.0f / 3.0f));
+  poly = _mm512_fmadd_ps(_mm512_mul_ps(poly, x2), ax, ax);
+  t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.125f), _CMP_LT_OQ), poly);
+  return _mm512_or_ps(t, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));  // t >= 0: copy x's sign
 }
 
 // 16 f16 / bf16 values (bits) to f32.

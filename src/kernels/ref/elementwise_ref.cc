@@ -25,6 +25,15 @@ void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
   }
 }
 
+void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n) {
+  const float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float gelu = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    out[i] = gelu * up[i];
+  }
+}
+
 void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
@@ -45,6 +54,27 @@ void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t nu
         const float x1 = pair[1];
         pair[0] = x0 * c - x1 * s;
         pair[1] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
+                       int64_t head_dim, int64_t rot_dim, const int32_t* positions,
+                       const float* inv_freq) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    float* xt = x + t * token_stride;  // (num_heads, head_dim)
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+      const float c = std::cos(angle);
+      const float s = std::sin(angle);
+      for (int64_t h = 0; h < num_heads; ++h) {
+        float* xh = xt + h * head_dim;
+        const float x0 = xh[i];
+        const float x1 = xh[i + half];
+        xh[i] = x0 * c - x1 * s;
+        xh[i + half] = x0 * s + x1 * c;
       }
     }
   }

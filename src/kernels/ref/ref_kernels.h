@@ -1,5 +1,5 @@
 // Scalar reference kernels: the semantics of every function in kernels.h, written to be read.
-// They are the fallback for Isa::kScalar and Isa::kAvx2, and the oracle in tests/kernels/.
+// They are the fallback for Isa::kScalar, and the oracle in tests/kernels/.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,14 @@ namespace vellum::kernels::ref {
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps);
 void silu_mul(float* out, const float* gate, const float* up, int64_t n);
+void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n);
 void add_inplace(float* x, const float* y, int64_t n);
 void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
                   int64_t head_dim, int64_t rot_dim, const int32_t* positions,
                   const float* inv_freq);
+void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
+                       int64_t head_dim, int64_t rot_dim, const int32_t* positions,
+                       const float* inv_freq);
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids);
 
