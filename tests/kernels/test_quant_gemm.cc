@@ -172,11 +172,11 @@ TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
   }
 }
 
-// Q4_K and Q6_K at small m (avx512::gemm_qk): activations quantized per 256 values.
+// Q4_K, Q5_K and Q6_K at small m (avx512::gemm_qk): activations quantized per 256 values.
 TEST(QuantGemm, QkEqualsQuantizedActivationReference) {
   if (cpu::detect_best_isa() < cpu::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   uint32_t seed = 900;
-  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     ASSERT_TRUE(avx512::gemm_qk_supported(type));
     for (const Shape& s : shapes_for(type)) {
       ++seed;

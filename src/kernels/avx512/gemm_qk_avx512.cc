@@ -1,4 +1,4 @@
-// Q4_K and Q6_K weights (the bulk of a Q4_K_M file) at small m, with AVX-512 integer dot products
+// Q4_K, Q5_K and Q6_K weights (the bulk of Q4_K_M / Q5_K_M files) at small m, with AVX-512 integer dot products
 // and integer sub-block scales, on the weights' own GGUF blocks.
 //
 // Activations are quantized per 256 values (one d per super-block, GGML's Q8_K scheme), with the
@@ -9,7 +9,7 @@
 // the per-lane float scaling of gemm_quant_avx512.cc this is about half the instructions per
 // weight, which is what decode (m = 1: one activation row per weight load) pays for.
 //
-// Activation order: Q6_K's codes unpack in row order. Q4_K keeps the low nibbles of 32 bytes for
+// Activation order: Q6_K's codes unpack in row order. Q4_K (and Q5_K) keeps the low nibbles of 32 bytes for
 // the first 32 weights of a 64-weight chunk and the high nibbles for the next 32, so one 64-byte
 // load unpacks (with and/shift only) into weights [0..31, 64..95] and [32..63, 96..127] of a
 // 128-weight half; the activations are stored in that order instead of moving the weights.
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/gemm_driver.h"
@@ -100,12 +101,15 @@ alignas(32) constexpr int16_t kQ4kMinIndex[16] = {8, 8, 9, 9, 10, 10, 11, 11,
 
 inline __m512i load_index(const Index16& t) { return _mm512_load_si512(t.v); }
 
-struct Q4K {
-  static constexpr bool kPermuted = true;
+// Q4_K, and Q5_K (the same with a fifth bit per weight: bit s of qh[l] for weight l of
+// sub-block s's 32).
+template <class Block>
+struct Q4K5K {
+  static constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
   template <int R>
   static void group(const uint8_t* row, int64_t g, const QuantizedXK& xq, int64_t r0,
                     __m512 (&acc)[R]) {
-    const auto* b = reinterpret_cast<const BlockQ4_K*>(row) + g;
+    const auto* b = reinterpret_cast<const Block*>(row) + g;
     constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
     uint32_t utmp[4];
     std::memcpy(utmp, b->scales, kKScaleBytes);
@@ -123,11 +127,30 @@ struct Q4K {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
     const __m512i nib = _mm512_set1_epi8(0x0F);
+    __m512i qh2;  // qh twice (Q5_K)
+    if constexpr (kFifthBit) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh));
+      qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+    }
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m512i q = _mm512_loadu_si512(b->qs + 64 * h);
-      const __m512i lo = _mm512_and_si512(q, nib);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+      __m512i lo = _mm512_and_si512(q, nib);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+      if constexpr (kFifthBit) {
+        // lo holds sub-blocks 4h and 4h + 2, hi 4h + 1 and 4h + 3.
+        auto bits = [](int a, int c) {
+          return _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << a))),
+              _mm256_set1_epi8(static_cast<char>(1 << c)), 1);
+        };
+        const __m512i sixteen = _mm512_set1_epi8(0x10);
+        lo = _mm512_or_si512(
+            lo, _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(qh2, bits(4 * h, 4 * h + 2)), sixteen));
+        hi = _mm512_or_si512(
+            hi,
+            _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(qh2, bits(4 * h + 1, 4 * h + 3)), sixteen));
+      }
       const __m512i s_lo = _mm512_permutexvar_epi16(load_index(kQ4kScale[h][0]), sm512);
       const __m512i s_hi = _mm512_permutexvar_epi16(load_index(kQ4kScale[h][1]), sm512);
 #pragma GCC unroll 4
@@ -153,7 +176,6 @@ struct Q4K {
 };
 
 struct Q6K {
-  static constexpr bool kPermuted = false;
   template <int R>
   static void group(const uint8_t* row, int64_t g, const QuantizedXK& xq, int64_t r0,
                     __m512 (&acc)[R]) {
@@ -230,7 +252,7 @@ struct QkKernel {
 }  // namespace
 
 bool gemm_qk_supported(WeightType type) {
-  return type == WeightType::kQ4_K || type == WeightType::kQ6_K;
+  return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K;
 }
 
 size_t gemm_qk_scratch_bytes(int64_t m, int64_t n_in) {
@@ -239,13 +261,13 @@ size_t gemm_qk_scratch_bytes(int64_t m, int64_t n_in) {
 
 void gemm_qk(float* y, const float* x, int64_t m, const detail::PackedWeights& w, void* scratch) {
   const QuantizedXK xq{w.n_in, qk_row_bytes(w.n_in), static_cast<uint8_t*>(scratch)};
-  const bool permute = w.type == WeightType::kQ4_K;
+  const bool permute = w.type != WeightType::kQ6_K;
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row_k(xq, r, x + r * w.n_in, permute);
-  if (w.type == WeightType::kQ4_K) {
-    run_gemm(m, w.n_out, QkKernel<Q4K>{y, xq, &w, w.n_out});
-  } else {
-    run_gemm(m, w.n_out, QkKernel<Q6K>{y, xq, &w, w.n_out});
+  switch (w.type) {
+    case WeightType::kQ4_K: return run_gemm(m, w.n_out, QkKernel<Q4K5K<BlockQ4_K>>{y, xq, &w, w.n_out});
+    case WeightType::kQ5_K: return run_gemm(m, w.n_out, QkKernel<Q4K5K<BlockQ5_K>>{y, xq, &w, w.n_out});
+    default: return run_gemm(m, w.n_out, QkKernel<Q6K>{y, xq, &w, w.n_out});
   }
 }
 
