@@ -131,7 +131,7 @@ VELLUM_QUANT_DECODE(q5_0, WeightType::kQ5_0);
 VELLUM_QUANT_DECODE(q5_1, WeightType::kQ5_1);
 VELLUM_QUANT_DECODE(q2_k, WeightType::kQ2_K);
 VELLUM_QUANT_DECODE(q3_k, WeightType::kQ3_K);
-VELLUM_QUANT_DECODE(q4_k, WeightType::kQ4_K);
+VELLUM_QUANT_DECODE(q4_k, WeightType::kQ4_K)->Arg(64)->Arg(128);
 VELLUM_QUANT_DECODE(q5_k, WeightType::kQ5_K);
 VELLUM_QUANT_DECODE(q6_k, WeightType::kQ6_K);
 VELLUM_QUANT_DECODE(iq4_nl, WeightType::kIQ4_NL);
