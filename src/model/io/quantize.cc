@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "common/check.h"
 #include "common/half.h"
@@ -147,59 +148,48 @@ struct AffineFit {
   float min = 0.0f;
 };
 
-float affine_error(const float* x, int n, int nmax, const AffineFit& fit) {
-  const float inv = fit.scale > 0.0f ? 1.0f / fit.scale : 0.0f;
-  float err = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const int q = round_clamped((x[i] + fit.min) * inv, 0, nmax);
-    const float diff = fit.scale * static_cast<float>(q) - fit.min - x[i];
-    err += diff * diff;
-  }
-  return err;
-}
-
 // Candidate grids: the range [lo, hi] split into nmax + t steps for t in [-1, 1] (GGML's
-// make_qkx2_quants searches the same family), each refined by least squares on the levels it
-// picks. n <= 32.
+// make_qkx2_quants searches the same family); each candidate's levels get the least-squares
+// scale and offset, and the candidate with the smallest error on its levels wins. n <= 32.
 AffineFit fit_affine(const float* x, int n, int nmax) {
-  constexpr int kSteps = 10;
-  constexpr float kStepSize = 0.2f;
-  float lo = x[0], hi = x[0];
-  for (int i = 1; i < n; ++i) {
+  constexpr int kCandidates = 9;
+  float lo = x[0], hi = x[0], sum_x = 0.0f, sum_x2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
+    sum_x += x[i];
+    sum_x2 += x[i] * x[i];
   }
   lo = std::min(lo, 0.0f);
   if (!(hi > lo)) return AffineFit{0.0f, -lo};
+  const auto fn = static_cast<float>(n);
   AffineFit best{(hi - lo) / static_cast<float>(nmax), -lo};
-  float best_err = affine_error(x, n, nmax, best);
-  int q[32];
-  for (int step = 0; step <= kSteps; ++step) {
-    const float iscale = (static_cast<float>(nmax) - 1.0f + kStepSize * static_cast<float>(step)) /
-                         (hi - lo);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f, sum_x = 0.0f;
+  float best_err = std::numeric_limits<float>::infinity();
+  for (int c = 0; c < kCandidates; ++c) {
+    const float t = -1.0f + 2.0f * static_cast<float>(c) / (kCandidates - 1);
+    const float iscale = (static_cast<float>(nmax) + t) / (hi - lo);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
     for (int i = 0; i < n; ++i) {
-      q[i] = round_clamped(iscale * (x[i] - lo), 0, nmax);
-      const auto l = static_cast<float>(q[i]);
+      const auto l = static_cast<float>(round_clamped(iscale * (x[i] - lo), 0, nmax));
       sum_l += l;
       sum_l2 += l * l;
       sum_xl += l * x[i];
-      sum_x += x[i];
     }
-    const float det = static_cast<float>(n) * sum_l2 - sum_l * sum_l;
+    const float det = fn * sum_l2 - sum_l * sum_l;
     if (!(det > 0.0f)) continue;
-    float a = (static_cast<float>(n) * sum_xl - sum_l * sum_x) / det;
+    float a = (fn * sum_xl - sum_l * sum_x) / det;
     float b = (sum_l2 * sum_x - sum_l * sum_xl) / det;
     if (b > 0.0f) {  // an offset above zero cannot be stored: refit the scale alone
       b = 0.0f;
       a = sum_xl / sum_l2;
     }
     if (!(a > 0.0f)) continue;
-    const AffineFit candidate{a, -b};
-    const float err = affine_error(x, n, nmax, candidate);
+    // sum (a * l + b - x)^2, expanded.
+    const float err = a * a * sum_l2 + 2.0f * a * b * sum_l + fn * b * b - 2.0f * a * sum_xl -
+                      2.0f * b * sum_x + sum_x2;
     if (err < best_err) {
       best_err = err;
-      best = candidate;
+      best = AffineFit{a, -b};
     }
   }
   return best;
@@ -207,14 +197,14 @@ AffineFit fit_affine(const float* x, int n, int nmax) {
 
 // x ~ scale * q with q in [-nmax, nmax - 1]; the scale is signed so that the value of largest
 // magnitude can use the extra negative level (as GGML does). Candidates map that value to
-// -(nmax + t), t in [-0.9, 0.9]; each gets the least-squares scale for the levels it picks.
+// -(nmax + t), t in [-0.8, 0.8]; each gets the least-squares scale for the levels it picks.
 float fit_symmetric(const float* x, int n, int nmax) {
-  constexpr int kSteps = 9;
+  constexpr int kSteps = 4;
   const float max = signed_absmax(x, n);
   if (max == 0.0f) return 0.0f;
   float best_scale = 0.0f, best = 0.0f;  // best = sum_lx^2 / sum_l2: the error it removes
   for (int step = -kSteps; step <= kSteps; ++step) {
-    const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / max;
+    const float iscale = -(static_cast<float>(nmax) + 0.2f * static_cast<float>(step)) / max;
     float sum_lx = 0.0f, sum_l2 = 0.0f;
     for (int i = 0; i < n; ++i) {
       const auto l = static_cast<float>(round_clamped(iscale * x[i], -nmax, nmax - 1));
@@ -241,21 +231,23 @@ constexpr std::array<float, 15> kCodebookMid = codebook_midpoints();
 
 // Index of the codebook value nearest to v: the number of midpoints below v, by binary search.
 inline int nearest_code(float v) {
-  int idx = v > kCodebookMid[7] ? 8 : 0;
-  if (v > kCodebookMid[idx + 3]) idx += 4;
-  if (v > kCodebookMid[idx + 1]) idx += 2;
-  if (v > kCodebookMid[idx]) idx += 1;
+  // Branch-free: the comparisons are data dependent and would mispredict half the time.
+  int idx = 8 * static_cast<int>(v > kCodebookMid[7]);
+  idx += 4 * static_cast<int>(v > kCodebookMid[idx + 3]);
+  idx += 2 * static_cast<int>(v > kCodebookMid[idx + 1]);
+  idx += static_cast<int>(v > kCodebookMid[idx]);
   return idx;
 }
 
-// x ~ d * codebook[q]: candidates map the value of largest magnitude near codebook[0] = -127
-// (GGML's quantize_row_iq4_nl_impl searches the same family); each gets its least-squares d.
+// x ~ d * codebook[q]: candidates map the value of largest magnitude to -127 + t, t odd in
+// [-7, 7] (GGML's quantize_row_iq4_nl_impl tries every integer t there); each gets its
+// least-squares d.
 float fit_codebook(const float* x, int n) {
   constexpr int kTries = 7;
   const float max = signed_absmax(x, n);
   if (max == 0.0f) return 0.0f;
   float best_d = 0.0f, best = 0.0f;
-  for (int t = -kTries; t <= kTries; ++t) {
+  for (int t = -kTries; t <= kTries; t += 2) {
     const float id = (static_cast<float>(t) + kIq4nlValues[0]) / max;
     float sum_qx = 0.0f, sum_q2 = 0.0f;
     for (int i = 0; i < n; ++i) {
