@@ -16,10 +16,13 @@ CommandRunner add_make_model_command(CLI::App& app) {
   options->seed = 0;
   auto vocab = std::make_shared<std::string>();
   auto output = std::make_shared<std::string>();
-  cmd->add_option("--shape", options->shape, "tiny or llama-3.2-1b")
-      ->check(CLI::IsMember({"tiny", "llama-3.2-1b"}));
-  cmd->add_option("--dtype", options->dtype, "Weight type: f32, f16, bf16, q8_0")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+  cmd->add_option("--shape", options->shape, "tiny, tiny-k (rows fit the K types) or llama-3.2-1b")
+      ->check(CLI::IsMember(model::make_model_shapes()));
+  cmd->add_option("--dtype", options->dtype,
+                  "Weight type: one type for every matrix (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 "
+                  "q3_k q4_k q5_k q6_k iq4_nl iq4_xs) or a llama.cpp mix (q2_k q3_k_m q4_k_m "
+                  "q5_k_m)")
+      ->check(CLI::IsMember(model::make_model_dtypes()));
   cmd->add_option("--seed", options->seed, "Random seed for the weights");
   cmd->add_option("--vocab-from", *vocab,
                   "GGUF file to copy the tokenizer from (default: a small built-in vocabulary)");

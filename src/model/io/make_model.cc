@@ -1,5 +1,7 @@
 #include "model/io/make_model.h"
 
+#include <fmt/ranges.h>
+
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/io/builtin_vocab.h"
 #include "model/io/model_config.h"
+#include "model/io/quant_mix.h"
 #include "model/io/random_weights.h"
 
 namespace vellum::model {
@@ -31,37 +34,37 @@ struct Shape {
 
 constexpr Shape kShapes[] = {
     {"tiny", "vellum-tiny-random", 128, 4, 4, 2, 32, 384, 2048, 10000.0f, false, false},
+    {"tiny-k", "vellum-tiny-k-random", 256, 8, 4, 1, 64, 768, 2048, 10000.0f, true, false},
     {"llama-3.2-1b", "vellum-llama-3.2-1b-random", 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f,
      true, true},
 };
+
+}  // namespace
+
+std::vector<std::string> make_model_shapes() {
+  std::vector<std::string> names;
+  for (const Shape& s : kShapes) names.emplace_back(s.name);
+  return names;
+}
+
+std::vector<std::string> make_model_dtypes() { return quant_preset_names(); }
+
+namespace {
 
 const Shape& find_shape(std::string_view name) {
   for (const Shape& s : kShapes) {
     if (name == s.name) return s;
   }
   VELLUM_THROW(ErrorCode::kInvalidArgument,
-               "unknown model shape '{}' (supported: tiny, llama-3.2-1b)", name);
+               "unknown model shape '{}' (supported: {})", name, fmt::join(make_model_shapes(), ", "));
 }
 
-struct Dtype {
-  const char* name;
-  gguf::GgmlType type;
-  uint32_t file_type;  // GGML's LLAMA_FTYPE_* (general.file_type)
-};
-
-constexpr Dtype kDtypes[] = {
-    {"f32", gguf::GgmlType::F32, 0},
-    {"f16", gguf::GgmlType::F16, 1},
-    {"q8_0", gguf::GgmlType::Q8_0, 7},
-    {"bf16", gguf::GgmlType::BF16, 32},
-};
-
-const Dtype& find_dtype(std::string_view name) {
-  for (const Dtype& d : kDtypes) {
-    if (name == d.name) return d;
-  }
-  VELLUM_THROW(ErrorCode::kInvalidArgument,
-               "unknown weight dtype '{}' (supported: f32, f16, bf16, q8_0)", name);
+const QuantPreset& find_dtype(std::string_view name) {
+  const QuantPreset* preset = find_quant_preset(name);
+  VELLUM_CHECK(preset != nullptr, ErrorCode::kInvalidArgument,
+               "unknown weight dtype '{}' (supported: {})", name,
+               fmt::join(quant_preset_names(), ", "));
+  return *preset;
 }
 
 // Copies every tokenizer.* key of `path`; returns the vocabulary size.
@@ -91,7 +94,7 @@ void add_random(gguf::GgufWriter& writer, uint64_t seed, std::string name, gguf:
 
 void make_model(const MakeModelOptions& options) {
   const Shape& s = find_shape(options.shape);
-  const Dtype& dtype = find_dtype(options.dtype);
+  const QuantPreset& dtype = find_dtype(options.dtype);
   VELLUM_CHECK(!options.output.empty(), ErrorCode::kInvalidArgument,
                "make-model needs an output path");
 
@@ -102,7 +105,9 @@ void make_model(const MakeModelOptions& options) {
   w.set_string("general.name", s.model_name);
   w.set_u32("general.file_type", dtype.file_type);
   w.set_u32("general.alignment", gguf::kDefaultAlignment);
-  if (dtype.type == gguf::GgmlType::Q8_0) w.set_u32("general.quantization_version", 2);
+  // As llama-quantize: every file with quantized tensors says which revision of the block
+  // formats it holds (2: the current Q4_0/Q4_1/Q8_0 layouts).
+  if (gguf::ggml_block_size(dtype.base) > 1) w.set_u32("general.quantization_version", 2);
   w.set_u64("vellum.make_model.seed", options.seed);
   w.set_string("vellum.make_model.shape", s.name);
   w.set_u32(key(".context_length"), static_cast<uint32_t>(s.context));
@@ -138,12 +143,20 @@ void make_model(const MakeModelOptions& options) {
   // Tensors, in llama.cpp's order. Matrices: std 0.02; norm weights: 1 +- a little.
   namespace lt = llama_tensors;
   const uint64_t seed = options.seed;
-  const gguf::GgmlType wt = dtype.type;
   constexpr float kStd = 0.02f;
   constexpr float kNormStd = 0.02f;
   const int64_t q_dim = s.num_heads * s.head_dim;
   const int64_t kv_dim = s.num_kv_heads * s.head_dim;
-  add_random(w, seed, std::string(lt::kTokenEmbd), wt, {s.hidden, vocab_size}, 0.0f, kStd);
+  const auto num_layers = static_cast<int>(s.num_layers);
+  const auto gqa_ratio = static_cast<int>(s.num_heads / s.num_kv_heads);
+  // A matrix of `shape` ({row_size, num_rows}) in the role's type under the preset.
+  const auto add_matrix = [&](std::string name, TensorRole role, int layer,
+                              std::vector<int64_t> shape) {
+    const TensorSite site{role, layer, num_layers, shape[0], gqa_ratio, s.tied};
+    add_random(w, seed, std::move(name), preset_tensor_type(dtype, site), std::move(shape), 0.0f,
+               kStd);
+  };
+  add_matrix(std::string(lt::kTokenEmbd), TensorRole::kTokenEmbd, 0, {s.hidden, vocab_size});
   if (s.llama3_rope) {
     // Like llama.cpp's converter: the llama3 factors as an f32 tensor of rope_dim / 2.
     const std::vector<float> factors = llama3_rope_factors(scaling, s.rope_theta, s.head_dim);
@@ -152,21 +165,21 @@ void make_model(const MakeModelOptions& options) {
     w.add_tensor(std::string(lt::kRopeFreqs), gguf::GgmlType::F32,
                  {static_cast<int64_t>(factors.size())}, std::move(bytes));
   }
-  for (int layer = 0; layer < s.num_layers; ++layer) {
+  for (int layer = 0; layer < num_layers; ++layer) {
     const auto name = [layer](std::string_view suffix) { return layer_tensor_name(layer, suffix); };
     add_random(w, seed, name(lt::kAttnNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f, kNormStd);
-    add_random(w, seed, name(lt::kAttnQ), wt, {s.hidden, q_dim}, 0.0f, kStd);
-    add_random(w, seed, name(lt::kAttnK), wt, {s.hidden, kv_dim}, 0.0f, kStd);
-    add_random(w, seed, name(lt::kAttnV), wt, {s.hidden, kv_dim}, 0.0f, kStd);
-    add_random(w, seed, name(lt::kAttnOutput), wt, {q_dim, s.hidden}, 0.0f, kStd);
+    add_matrix(name(lt::kAttnQ), TensorRole::kAttnQ, layer, {s.hidden, q_dim});
+    add_matrix(name(lt::kAttnK), TensorRole::kAttnK, layer, {s.hidden, kv_dim});
+    add_matrix(name(lt::kAttnV), TensorRole::kAttnV, layer, {s.hidden, kv_dim});
+    add_matrix(name(lt::kAttnOutput), TensorRole::kAttnOutput, layer, {q_dim, s.hidden});
     add_random(w, seed, name(lt::kFfnNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f, kNormStd);
-    add_random(w, seed, name(lt::kFfnGate), wt, {s.hidden, s.ffn}, 0.0f, kStd);
-    add_random(w, seed, name(lt::kFfnUp), wt, {s.hidden, s.ffn}, 0.0f, kStd);
-    add_random(w, seed, name(lt::kFfnDown), wt, {s.ffn, s.hidden}, 0.0f, kStd);
+    add_matrix(name(lt::kFfnGate), TensorRole::kFfnGate, layer, {s.hidden, s.ffn});
+    add_matrix(name(lt::kFfnUp), TensorRole::kFfnUp, layer, {s.hidden, s.ffn});
+    add_matrix(name(lt::kFfnDown), TensorRole::kFfnDown, layer, {s.ffn, s.hidden});
   }
   add_random(w, seed, std::string(lt::kOutputNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f,
              kNormStd);
-  if (!s.tied) add_random(w, seed, std::string(lt::kOutput), wt, {s.hidden, vocab_size}, 0.0f, kStd);
+  if (!s.tied) add_matrix(std::string(lt::kOutput), TensorRole::kOutput, 0, {s.hidden, vocab_size});
 
   w.write(options.output);
 }

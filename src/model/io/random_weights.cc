@@ -1,11 +1,10 @@
 #include "model/io/random_weights.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "common/check.h"
+#include "model/io/quantize.h"
 
 namespace vellum::model {
 namespace {
@@ -60,30 +59,13 @@ uint64_t stream_id(std::string_view name) {
   return h;
 }
 
-bool is_random_fill_type(gguf::GgmlType type) {
-  return type == gguf::GgmlType::F32 || type == gguf::GgmlType::F16 ||
-         type == gguf::GgmlType::BF16 || type == gguf::GgmlType::Q8_0;
-}
-
-void quantize_q8_0(const float* x, int64_t n, BlockQ8_0* out) {
-  VELLUM_ASSERT(n % kQ8_0BlockSize == 0);
-  for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-    const float* xb = x + b * kQ8_0BlockSize;
-    float amax = 0.0f;
-    for (int i = 0; i < kQ8_0BlockSize; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = float_to_fp16(d);
-    for (int i = 0; i < kQ8_0BlockSize; ++i) {
-      out[b].qs[i] = static_cast<int8_t>(std::lround(xb[i] * id));
-    }
-  }
-}
+bool is_random_fill_type(gguf::GgmlType type) { return is_quantizable(type); }
 
 void generate_random(const RandomTensorSpec& spec, gguf::GgmlType type, int64_t first,
                      int64_t count, uint8_t* out) {
   VELLUM_CHECK(is_random_fill_type(type), ErrorCode::kInvalidArgument,
-               "cannot generate random {} values (supported: F32, F16, BF16, Q8_0)",
+               "cannot generate random {} values (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+               "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
                gguf::ggml_type_name(type));
   const int64_t block = gguf::ggml_block_size(type);
   VELLUM_CHECK(first % block == 0 && count % block == 0, ErrorCode::kInvalidArgument,
@@ -97,33 +79,7 @@ void generate_random(const RandomTensorSpec& spec, gguf::GgmlType type, int64_t 
     const int64_t offset = element % kChunk;
     const int64_t n = std::min(kChunk - offset, count - done);
     chunk_values(spec, chunk, offset, n, values);
-    uint8_t* dst = out + bytes_for(type, done);
-    switch (type) {
-      case gguf::GgmlType::F32:
-        std::memcpy(dst, values, static_cast<size_t>(n) * sizeof(float));
-        break;
-      case gguf::GgmlType::F16:
-        for (int64_t i = 0; i < n; ++i) {
-          const uint16_t h = float_to_fp16(values[i]);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-      case gguf::GgmlType::BF16:
-        for (int64_t i = 0; i < n; ++i) {
-          const uint16_t h = float_to_bf16(values[i]);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-      case gguf::GgmlType::Q8_0: {
-        // BlockQ8_0 is 34 bytes with 2-byte alignment; quantize into an aligned buffer.
-        BlockQ8_0 blocks[kChunk / kQ8_0BlockSize];
-        quantize_q8_0(values, n, blocks);
-        std::memcpy(dst, blocks, bytes_for(type, n));
-        break;
-      }
-      default:
-        VELLUM_ASSERT(false);
-    }
+    quantize_row(type, values, n, out + bytes_for(type, done));
     done += n;
   }
 }
@@ -132,7 +88,8 @@ gguf::TensorFillFn random_tensor_fill(const RandomTensorSpec& spec, gguf::GgmlTy
                                       int64_t num_elements) {
   // Checked here: nothing may throw inside the OpenMP region below.
   VELLUM_CHECK(is_random_fill_type(type), ErrorCode::kInvalidArgument,
-               "cannot generate random {} values (supported: F32, F16, BF16, Q8_0)",
+               "cannot generate random {} values (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+               "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
                gguf::ggml_type_name(type));
   VELLUM_CHECK(num_elements % gguf::ggml_block_size(type) == 0, ErrorCode::kInvalidArgument,
                "{} random elements are not whole {} blocks", num_elements,

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/half.h"
 #include "gguf/ggml_type.h"
 #include "gguf/gguf_writer.h"
 
@@ -26,12 +25,14 @@ struct RandomTensorSpec {
 // A stable stream id for a tensor name (FNV-1a).
 uint64_t stream_id(std::string_view name);
 
-// Types generate_random() can produce: F32, F16, BF16, Q8_0.
+// Types generate_random() can produce: every type model/io/quantize.h can encode (F32, F16,
+// BF16, Q8_0, Q4_0 ... Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS).
 bool is_random_fill_type(gguf::GgmlType type);
 
 // Writes elements [first, first + count) of the tensor described by `spec` into `out`, encoded
-// as `type`. For Q8_0, `first` and `count` must be multiples of 32 and `out` receives
-// count / 32 blocks.
+// as `type` (quantize_row of the f32 values). For a block type, `first` and `count` must be
+// multiples of the block size (32, or 256 for the K types and IQ4_XS) and `out` receives
+// count / block_size blocks.
 void generate_random(const RandomTensorSpec& spec, gguf::GgmlType type, int64_t first,
                      int64_t count, uint8_t* out);
 
@@ -39,9 +40,5 @@ void generate_random(const RandomTensorSpec& spec, gguf::GgmlType type, int64_t 
 // slabs of a few MB, generated in parallel (OpenMP) and streamed to the sink in order.
 gguf::TensorFillFn random_tensor_fill(const RandomTensorSpec& spec, gguf::GgmlType type,
                                       int64_t num_elements);
-
-// GGML's reference Q8_0 quantization (quantize_row_q8_0_ref): per 32 values d = max|x| / 127
-// stored as f16, q = round(x / d). `n` must be a multiple of 32.
-void quantize_q8_0(const float* x, int64_t n, BlockQ8_0* out);
 
 }  // namespace vellum::model
