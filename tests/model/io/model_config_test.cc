@@ -169,7 +169,8 @@ TEST(ModelConfigErrors, UnsupportedArchitecture) {
     w.set_string("general.architecture", "gpt2");
   });
   const std::string msg = config_error(path);
-  EXPECT_THAT(msg, HasSubstr("architecture 'gpt2' is not supported (supported: llama)"));
+  EXPECT_THAT(msg, HasSubstr("architecture 'gpt2' is not supported (supported: llama, qwen2, "
+                             "qwen3, qwen3moe, gemma2, gemma3, phi3)"));
 }
 
 TEST(ModelConfigErrors, MissingTensorIsNamed) {
