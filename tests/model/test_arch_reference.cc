@@ -174,7 +174,7 @@ struct Comparison {
 // Top-5 logprobs of `ref_case` against our logits at every position, and greedy argmax up to the
 // first position with a top1-top2 gap below the tolerance.
 Comparison compare(const PositionLogits& rows, const RefCase& ref_case,
-                   double tolerance, const std::string& what) {
+                   double tolerance, const std::string& what, bool enforce = true) {
   Comparison result;
   EXPECT_EQ(rows.size(), ref_case.generated.size()) << what;
   bool greedy_owed = true;
@@ -187,14 +187,14 @@ Comparison compare(const PositionLogits& rows, const RefCase& ref_case,
       const int32_t id = entry[0].get<int32_t>();
       const double err = std::abs(lp[static_cast<size_t>(id)] - entry[1].get<double>());
       result.max_logprob_err = std::max(result.max_logprob_err, err);
-      if (err > tolerance && failures++ < 5) {
+      if (enforce && err > tolerance && failures++ < 5) {
         ADD_FAILURE() << what << " position " << i << " token " << id << ": logprob "
                       << lp[static_cast<size_t>(id)] << ", reference " << entry[1].get<double>()
                       << " (tolerance " << tolerance << ")";
       }
     }
     if ((*ref_case.gaps)[i].get<double>() < tolerance) greedy_owed = false;
-    if (greedy_owed) {
+    if (greedy_owed && enforce) {
       const int32_t argmax =
           static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
       EXPECT_EQ(argmax, ref_case.generated[i]) << what << " greedy token at position " << i;
@@ -276,10 +276,26 @@ TEST_P(ArchReference, MatchesLlamaCpp) {
           << file << " prompt " << prompt.size() << ": last-prompt logits";
     }
   }
+  // Default precision (--dtype auto): the weights' own kernels (f16, quantized), as served.
+  // Held to reference.json's tolerances against reference-f32.json's numbers, except the
+  // quantized MoE files: kernels that quantize activations flip near-tied routes there (README),
+  // so their figure is only reported.
+  auto auto_model = testing::load_test_model(path, kernels::MatmulPrecision::kAuto);
+  double max_auto = 0.0;
+  for (size_t s = 0; s < cases_f32.size(); ++s) {
+    const PositionLogits rows = run(*auto_model, {cases_f32[s]}, Schedule{kChunk, true})[0];
+    const std::string what = fmt::format("{} prompt {} (dtype auto)", file, cases_f32[s].prompt.size());
+    const bool enforce = !(is_moe(file) && file.ends_with("q4_k_m.gguf"));
+    max_auto = std::max(
+        max_auto,
+        compare(rows, cases_f32[s], reference_tolerance(file), what, enforce).max_logprob_err);
+  }
+
   const std::string summary = fmt::format(
       "max |dlogprob| vs reference-f32: alone {:.3g}, batched+chunked {:.3g}; vs reference.json "
-      "{:.3g}; last-prompt logits vs logits.json {:.3g}; greedy positions checked {}",
-      max_f32, max_batched, max_ref, max_logits, greedy_checked);
+      "{:.3g}; last-prompt logits vs logits.json {:.3g}; greedy positions checked {}; dtype auto "
+      "vs reference-f32 {:.3g}",
+      max_f32, max_batched, max_ref, max_logits, greedy_checked, max_auto);
   std::cout << "[ arch    ] " << file << ": " << summary << "\n";
   ::testing::Test::RecordProperty("summary", summary);
 }
