@@ -204,7 +204,8 @@ void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
   const int64_t ff = config_.intermediate_size;
   float* gate_up = grow_floats(gate_up_, num_tokens * 2 * ff);  // (T, gate | up)
   float* act = grow_floats(act_, num_tokens * ff);              // (T, ff)
-  float* part_out = grow_floats(part_out_, std::max<int64_t>(1, layer.gate_up.part_out_floats(num_tokens)));
+  float* part_out =
+      grow_floats(part_out_, std::max<int64_t>(1, layer.gate_up.part_out_floats(num_tokens)));
   layer.gate_up.forward(gate_up, h, num_tokens, scratch, part_out);
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* row = gate_up + t * 2 * ff;

@@ -127,7 +127,8 @@ void MoeFfn::forward(float* out, const float* h, int64_t num_tokens, void* scrat
   float* gate_up = grow_floats(gate_up_out_, max_rows * 2 * ff);    // (rows, gate | up)
   float* act = grow_floats(act_, max_rows * ff);                    // (rows, ff)
   float* expert_out = grow_floats(expert_out_, max_rows * hidden_);  // (rows, hidden)
-  float* part_out = grow_floats(part_out_, std::max<int64_t>(1, gate_up_[0].part_out_floats(max_rows)));
+  float* part_out =
+      grow_floats(part_out_, std::max<int64_t>(1, gate_up_[0].part_out_floats(max_rows)));
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(num_tokens * hidden_));
   for (int64_t e = 0; e < num_experts_; ++e) {
     const int32_t begin = expert_begin_[e];

@@ -18,8 +18,9 @@
 namespace vellum::model {
 
 enum class RopeStyle : uint8_t {
-  kNormal,  // GGML "normal": adjacent pairs (x[2i], x[2i+1]) rotate (llama; Q/K permuted at conversion)
-  kNeox,    // GPT-NeoX / HF rotate_half: (x[i], x[i + rot_dim / 2]) rotate
+  // GGML "normal": adjacent pairs (x[2i], x[2i+1]) rotate (llama: Q/K rows permuted at conversion)
+  kNormal,
+  kNeox,  // GPT-NeoX / HF rotate_half: (x[i], x[i + rot_dim / 2]) rotate
 };
 
 enum class FfnActivation : uint8_t {
