@@ -81,6 +81,27 @@ RopeScaling read_rope_scaling(const gguf::GgufFile& file, const MetadataReader& 
     }
     return s;
   }
+  if (*type == "yarn") {
+    s.type = RopeScaling::Type::kYarn;
+    s.factor = md.get_float(".rope.scaling.factor").value_or(1.0f);
+    s.original_max_position = md.require_int(".rope.scaling.original_context_length");
+    s.beta_fast = md.get_float(".rope.scaling.yarn_beta_fast").value_or(32.0f);
+    s.beta_slow = md.get_float(".rope.scaling.yarn_beta_slow").value_or(1.0f);
+    s.ext_factor = md.get_float(".rope.scaling.yarn_ext_factor").value_or(1.0f);
+    s.attn_factor = md.get_float(".rope.scaling.yarn_attn_factor").value_or(1.0f);
+    const float log_mul = md.get_float(".rope.scaling.yarn_log_multiplier").value_or(0.0f);
+    VELLUM_CHECK(log_mul == 0.0f, ErrorCode::kUnsupported,
+                 "{}: '{}' = {}: YaRN with a log multiplier (DeepSeek-style mscale) is not "
+                 "supported",
+                 file_name, md.key(".rope.scaling.yarn_log_multiplier"), log_mul);
+    VELLUM_CHECK(s.factor >= 1.0f && s.original_max_position > 0 && s.beta_fast > 0 &&
+                     s.beta_slow > 0,
+                 ErrorCode::kInvalidModel,
+                 "{}: invalid YaRN rope scaling (factor {}, original context {}, beta_fast {}, "
+                 "beta_slow {}): need factor >= 1 and positive values",
+                 file_name, s.factor, s.original_max_position, s.beta_fast, s.beta_slow);
+    return s;
+  }
   if (*type == "linear") {
     s.type = RopeScaling::Type::kLinear;
     s.factor = md.get_float(".rope.scaling.factor").value_or(1.0f);
@@ -89,7 +110,8 @@ RopeScaling read_rope_scaling(const gguf::GgufFile& file, const MetadataReader& 
     return s;
   }
   VELLUM_THROW(ErrorCode::kUnsupported,
-               "{}: rope scaling type '{}' is not supported (supported: none, linear, llama3)",
+               "{}: rope scaling type '{}' is not supported (supported: none, linear, llama3, "
+               "yarn)",
                file_name, *type);
 }
 
@@ -422,6 +444,20 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   } else {
     c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   }
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn) {
+    // YaRN scales the rotated q and k by mscale; with the whole head rotated that is the score
+    // scaled by mscale^2.
+    VELLUM_CHECK(c.rope_dim == c.head_dim, ErrorCode::kUnsupported,
+                 "{}: YaRN rope scaling with partial rotary dims ({} of {}) is not supported",
+                 file_name, c.rope_dim, c.head_dim);
+    VELLUM_CHECK(!spec->swa_rope_unscaled || c.num_sliding_layers() == 0,
+                 ErrorCode::kUnsupported,
+                 "{}: YaRN rope scaling on a model whose sliding layers run unscaled RoPE is not "
+                 "supported",
+                 file_name);
+    const float mscale = yarn_mscale(c.rope_scaling);
+    c.attention_scale *= mscale * mscale;
+  }
   c.attn_logit_softcap =
       md.get_float(".attn_logit_softcapping").value_or(spec->default_attn_logit_softcap);
   c.final_logit_softcap =
@@ -477,6 +513,35 @@ std::vector<float> llama3_rope_factors(const RopeScaling& scaling, float rope_th
   return factors;
 }
 
+std::vector<float> yarn_rope_factors(const RopeScaling& scaling, float rope_theta,
+                                     int64_t rope_dim) {
+  // ggml_rope_yarn_corr_dims: the dimension whose wavelength fits `n_rot` rotations into the
+  // original context.
+  const auto corr_dim = [&](double n_rot) {
+    return static_cast<double>(rope_dim) *
+           std::log(static_cast<double>(scaling.original_max_position) /
+                    (n_rot * 2.0 * std::numbers::pi)) /
+           (2.0 * std::log(static_cast<double>(rope_theta)));
+  };
+  const double low = std::max(0.0, std::floor(corr_dim(scaling.beta_fast)));
+  const double high =
+      std::min(static_cast<double>(rope_dim - 1), std::ceil(corr_dim(scaling.beta_slow)));
+  std::vector<float> factors(static_cast<size_t>(rope_dim / 2));
+  for (size_t i = 0; i < factors.size(); ++i) {
+    // ggml's rope_yarn_ramp (i0 / 2 == i), times ext_factor: 1 keeps the original frequency.
+    const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+    const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * scaling.ext_factor;
+    // theta = theta_extrap * (ramp + (1 - ramp) / factor), as a divisor of the frequency.
+    factors[i] = static_cast<float>(1.0 / (ramp + (1.0 - ramp) / scaling.factor));
+  }
+  return factors;
+}
+
+float yarn_mscale(const RopeScaling& scaling) {
+  if (scaling.ext_factor == 0.0f) return scaling.attn_factor;
+  return scaling.attn_factor * (1.0f + 0.1f * std::log(scaling.factor));
+}
+
 namespace {
 
 // inv_freq[i] = theta^(-2i / rope_dim) / factors[i]
@@ -500,6 +565,9 @@ std::vector<float> rope_factors(const ModelConfig& c, float theta, const float* 
   }
   if (c.rope_scaling.type == RopeScaling::Type::kLinear) {
     return std::vector<float>(n, c.rope_scaling.factor);
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn) {
+    return yarn_rope_factors(c.rope_scaling, theta, c.rope_dim);
   }
   return std::vector<float>(n, 1.0f);
 }

@@ -16,12 +16,19 @@
 namespace vellum::model {
 
 struct RopeScaling {
-  enum class Type { kNone, kLinear, kLlama3 };
+  enum class Type { kNone, kLinear, kLlama3, kYarn };
   Type type = Type::kNone;
-  float factor = 1.0f;            // kLinear, kLlama3: positions are stretched by this much
+  float factor = 1.0f;            // kLinear, kLlama3, kYarn: positions are stretched by this much
   float low_freq_factor = 1.0f;   // kLlama3
   float high_freq_factor = 4.0f;  // kLlama3
-  int64_t original_max_position = 8192;  // kLlama3: context length before scaling
+  int64_t original_max_position = 8192;  // kLlama3, kYarn: context length before scaling
+  // kYarn (llama.cpp's ggml_rope_yarn): dimensions below the beta_fast correction dimension keep
+  // their frequency, those above beta_slow's are divided by `factor`, a linear ramp between;
+  // rotated q and k are scaled by attn_factor * (1 + 0.1 ln factor).
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  float ext_factor = 1.0f;
+  float attn_factor = 1.0f;
 };
 
 // GGUF metadata keys Vellum writes for Llama-3 rope scaling. llama.cpp has no keys for it (its
@@ -95,5 +102,11 @@ struct ModelConfig {
 // smooth blend between.
 std::vector<float> llama3_rope_factors(const RopeScaling& scaling, float rope_theta,
                                        int64_t rope_dim);
+
+// YaRN's per-frequency divisors (rope_dim / 2 values, between 1 and `factor`), and the magnitude
+// scale of the rotated q and k.
+std::vector<float> yarn_rope_factors(const RopeScaling& scaling, float rope_theta,
+                                     int64_t rope_dim);
+float yarn_mscale(const RopeScaling& scaling);
 
 }  // namespace vellum::model

@@ -203,10 +203,34 @@ TEST(ModelConfigErrors, MissingRequiredKey) {
 }
 
 TEST(ModelConfigErrors, UnsupportedRopeScaling) {
+  const auto path = rewrite(make_tiny("longrope-type-src.gguf"), "longrope-type.gguf",
+                            [](gguf::GgufWriter& w) {
+                              w.set_string("llama.rope.scaling.type", "longrope");
+                            });
+  EXPECT_THAT(config_error(path), HasSubstr("rope scaling type 'longrope' is not supported"));
+}
+
+TEST(ModelConfig, YarnRopeScaling) {
+  // Tiny: head_dim = rope_dim = 32, base 10000. Factor 4 over an original context of 512:
+  // correction dims floor(1.62) = 1 (beta_fast 32) and ceil(7.64) = 8 (beta_slow 1).
   const auto path = rewrite(make_tiny("yarn-src.gguf"), "yarn.gguf", [](gguf::GgufWriter& w) {
     w.set_string("llama.rope.scaling.type", "yarn");
+    w.set_f32("llama.rope.scaling.factor", 4.0f);
+    w.set_u32("llama.rope.scaling.original_context_length", 512);
   });
-  EXPECT_THAT(config_error(path), HasSubstr("rope scaling type 'yarn' is not supported"));
+  const ModelConfig c = ModelConfig::from_gguf(*gguf::GgufFile::open(path));
+  ASSERT_EQ(c.rope_scaling.type, RopeScaling::Type::kYarn);
+  const std::vector<float> factors = yarn_rope_factors(c.rope_scaling, c.rope_theta, c.rope_dim);
+  ASSERT_EQ(factors.size(), 16u);
+  EXPECT_FLOAT_EQ(factors[0], 1.0f);
+  EXPECT_FLOAT_EQ(factors[1], 1.0f);                         // ramp 1: extrapolated
+  EXPECT_NEAR(factors[4], 1.0f / (4.0f / 7 + 3.0f / 28), 1e-6);  // ramp 4/7
+  EXPECT_FLOAT_EQ(factors[8], 4.0f);                          // ramp 0: interpolated
+  EXPECT_FLOAT_EQ(factors[15], 4.0f);
+  EXPECT_FLOAT_EQ(c.rope_inv_freq(nullptr)[8], std::pow(10000.0f, -16.0f / 32) / 4.0f);
+  // mscale = 1 + 0.1 ln 4 on q and k: the score scale gains mscale^2.
+  const float mscale = 1.0f + 0.1f * std::log(4.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale, mscale * mscale / std::sqrt(32.0f));
 }
 
 TEST(ModelConfigErrors, VocabOnlyFileHasNoWeights) {
