@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "model/io/make_model.h"
@@ -9,15 +10,17 @@ namespace vellum::cli {
 
 CommandRunner add_make_model_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "make-model", "Write a valid llama GGUF with seeded random weights (for tests/benchmarks)");
+      "make-model", "Write a valid GGUF with seeded random weights (for tests/benchmarks)");
   auto options = std::make_shared<model::MakeModelOptions>();
   options->shape = "tiny";
   options->dtype = "f32";
   options->seed = 0;
   auto vocab = std::make_shared<std::string>();
   auto output = std::make_shared<std::string>();
-  cmd->add_option("--shape", options->shape, "tiny, tiny-k (rows fit the K types) or llama-3.2-1b")
-      ->check(CLI::IsMember(model::make_model_shapes()));
+  const std::vector<std::string> shapes = model::make_model_shapes();
+  std::string shape_help = "Model shape:";
+  for (const auto& shape : shapes) shape_help += " " + shape;
+  cmd->add_option("--shape", options->shape, shape_help)->check(CLI::IsMember(shapes));
   cmd->add_option("--dtype", options->dtype,
                   "Weight type: one type for every matrix (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 "
                   "q3_k q4_k q5_k q6_k iq4_nl iq4_xs) or a llama.cpp mix (q2_k q3_k_m q4_k_m "

@@ -239,6 +239,20 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   kv.enable_caching = config.cache.enable_prefix_caching;
   kv.log_stats = true;
   kv.num_host_blocks = static_cast<int>(budget.num_host_blocks);
+  // Sliding windows: when every layer slides, the one KV group is a sliding-window group and the
+  // manager recycles blocks that fell out of the window. Models that mix sliding and global layers
+  // (Gemma 2/3) need one block table per group (vLLM's hybrid manager), which is not implemented
+  // yet: their sliding layers attend within the window but keep the full KV.
+  const model::ModelConfig& model_config = model.config();
+  if (model_config.sliding_window > 0 &&
+      model_config.num_sliding_layers() == model_config.num_layers) {
+    kv.sliding_window = static_cast<int>(model_config.sliding_window);
+  } else if (model_config.num_sliding_layers() > 0) {
+    VELLUM_LOG_INFO(
+        "{} of {} layers use a sliding window of {}; their KV blocks are kept for the whole "
+        "sequence (no hybrid KV cache groups yet)",
+        model_config.num_sliding_layers(), model_config.num_layers, model_config.sliding_window);
+  }
   scheduler_ = std::make_unique<core::Scheduler>(scheduler_config_from(config, max_model_len_), kv);
   if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size);
   load_chat_template();

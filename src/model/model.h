@@ -1,4 +1,5 @@
-// The model seam: one implementation per architecture (one file each), chosen by a registry.
+// The model seam. One decoder (model/decoder.h) runs every supported architecture, described by
+// data (ModelConfig / ArchSpec); the registry maps GGUF architecture names to those descriptions.
 //
 // A Model owns its packed weights and activation workspace. forward() runs one flat varlen batch
 // (ForwardBatch) against the paged KV cache and returns logits only for the rows asked for.
@@ -49,7 +50,7 @@ class Model {
   virtual std::string describe() const = 0;
 };
 
-// Supported architectures, for error messages ("llama").
+// Supported architectures ("llama", "qwen2", ...), for error messages.
 std::vector<std::string> supported_architectures();
 
 // Builds the model for file's general.architecture. The model keeps `file` alive (it may read

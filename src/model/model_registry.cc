@@ -1,47 +1,21 @@
-#include <string_view>
-
 #include "common/check.h"
 #include "gguf/gguf.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/model.h"
 
 namespace vellum::model {
-namespace {
 
-struct Architecture {
-  std::string_view name;
-  std::unique_ptr<Model> (*create)(std::shared_ptr<const gguf::GgufFile>, const ModelConfig&,
-                                   const ModelLoadOptions&);
-};
-
-// Explicit registration, one line per architecture (no static initialisers).
-constexpr Architecture kArchitectures[] = {
-    {"llama", &create_llama_model},
-};
-
-}  // namespace
-
-std::vector<std::string> supported_architectures() {
-  std::vector<std::string> names;
-  for (const auto& arch : kArchitectures) names.emplace_back(arch.name);
-  return names;
-}
+// The registry of architectures is the ArchSpec table (model/io/arch_spec.cc): every entry runs
+// through the one decoder.
+std::vector<std::string> supported_architectures() { return supported_architecture_names(); }
 
 std::unique_ptr<Model> load_model(std::shared_ptr<const gguf::GgufFile> file,
                                   const ModelLoadOptions& options) {
   VELLUM_CHECK(file != nullptr, ErrorCode::kInternal, "load_model needs an open GGUF file");
-  // from_gguf validates the architecture and names the supported ones when it is not.
+  // from_gguf rejects an unknown architecture, naming the supported ones, and any metadata or
+  // tensor whose math the decoder does not implement.
   const ModelConfig config = ModelConfig::from_gguf(*file);
-  for (const auto& arch : kArchitectures) {
-    if (arch.name == config.architecture) return arch.create(std::move(file), config, options);
-  }
-  std::string supported;
-  for (const auto& name : supported_architectures()) {
-    supported += supported.empty() ? name : ", " + name;
-  }
-  VELLUM_THROW(ErrorCode::kUnsupported,
-               "{}: model architecture '{}' is not supported; supported architectures: {}",
-               file->path().string(), config.architecture, supported);
+  return create_decoder_model(std::move(file), config, options);
 }
 
 }  // namespace vellum::model

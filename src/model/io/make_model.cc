@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "model/io/arch_spec.h"
 #include "model/io/builtin_vocab.h"
 #include "model/io/model_config.h"
 #include "model/io/quant_mix.h"
@@ -30,6 +31,13 @@ struct Shape {
   float rope_theta;
   bool tied;
   bool llama3_rope;  // factor 32, low 1, high 4, original context 8192
+  // Architecture (an ArchSpec name): which tensors and keys the file gets.
+  const char* arch = "llama";
+  float rms_eps = 1e-5f;
+  int64_t num_experts = 0;  // > 0: MoE FFN in every layer (ffn is then the expert width)
+  int64_t num_experts_used = 0;
+  int64_t sliding_window = 0;  // > 0: {arch}.attention.sliding_window
+  int64_t swa_pattern = 0;     // > 0: {arch}.attention.sliding_window_pattern
 };
 
 constexpr Shape kShapes[] = {
@@ -37,15 +45,34 @@ constexpr Shape kShapes[] = {
     {"tiny-k", "vellum-tiny-k-random", 256, 8, 4, 1, 64, 768, 2048, 10000.0f, true, false},
     {"llama-3.2-1b", "vellum-llama-3.2-1b-random", 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f,
      true, true},
+    // One shape per architecture family (real models' sizes; phi-3-mini at 8 of its 32 layers).
+    {"qwen2.5-0.5b", "vellum-qwen2.5-0.5b-random", 896, 24, 14, 2, 64, 4864, 32768, 1e6f, true,
+     false, "qwen2", 1e-6f},
+    {"qwen3-0.6b", "vellum-qwen3-0.6b-random", 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, true,
+     false, "qwen3", 1e-6f},
+    {"gemma-3-1b", "vellum-gemma-3-1b-random", 1152, 26, 4, 1, 256, 6912, 32768, 1e6f, true,
+     false, "gemma3", 1e-6f, 0, 0, 512, 6},
+    {"phi-3-mini-8l", "vellum-phi-3-mini-8-layers-random", 3072, 8, 32, 32, 96, 8192, 4096,
+     10000.0f, false, false, "phi3", 1e-5f},
+    {"moe-8x-top2", "vellum-moe-8x-top2-random", 1024, 16, 16, 8, 64, 1024, 32768, 1e6f, true,
+     false, "qwen3moe", 1e-6f, 8, 2},
+    // Tiny models of each architecture for tests that must always run (milliseconds).
+    {"tiny-qwen2", "vellum-tiny-qwen2", 128, 2, 4, 2, 32, 256, 2048, 1e6f, true, false, "qwen2",
+     1e-6f},
+    {"tiny-qwen3", "vellum-tiny-qwen3", 128, 2, 4, 2, 32, 256, 2048, 1e6f, false, false, "qwen3",
+     1e-6f},
+    {"tiny-gemma2", "vellum-tiny-gemma2", 128, 3, 4, 2, 32, 256, 2048, 10000.0f, true, false,
+     "gemma2", 1e-6f, 0, 0, 8},
+    {"tiny-gemma3", "vellum-tiny-gemma3", 128, 3, 4, 2, 32, 256, 2048, 1e6f, true, false,
+     "gemma3", 1e-6f, 0, 0, 8, 3},
+    {"tiny-phi3", "vellum-tiny-phi3", 128, 2, 4, 4, 32, 256, 2048, 10000.0f, true, false, "phi3"},
+    {"tiny-mixtral", "vellum-tiny-mixtral", 128, 2, 4, 2, 32, 64, 2048, 10000.0f, true, false,
+     "llama", 1e-5f, 4, 2},
+    {"tiny-qwen3moe", "vellum-tiny-qwen3moe", 128, 2, 4, 2, 32, 64, 2048, 1e6f, true, false,
+     "qwen3moe", 1e-6f, 4, 2},
 };
 
 }  // namespace
-
-std::vector<std::string> make_model_shapes() {
-  std::vector<std::string> names;
-  for (const Shape& s : kShapes) names.emplace_back(s.name);
-  return names;
-}
 
 std::vector<std::string> make_model_dtypes() { return quant_preset_names(); }
 
@@ -99,7 +126,9 @@ void make_model(const MakeModelOptions& options) {
                "make-model needs an output path");
 
   gguf::GgufWriter w;
-  const std::string arch = "llama";
+  const std::string arch = s.arch;
+  const ArchSpec* spec = find_arch_spec(arch);
+  VELLUM_ASSERT(spec != nullptr);
   const auto key = [&arch](std::string_view suffix) { return arch + std::string(suffix); };
   w.set_string("general.architecture", arch);
   w.set_string("general.name", s.model_name);
@@ -114,11 +143,24 @@ void make_model(const MakeModelOptions& options) {
   w.set_u32(key(".embedding_length"), static_cast<uint32_t>(s.hidden));
   w.set_u32(key(".block_count"), static_cast<uint32_t>(s.num_layers));
   w.set_u32(key(".feed_forward_length"), static_cast<uint32_t>(s.ffn));
+  if (s.num_experts > 0) {
+    w.set_u32(key(".expert_count"), static_cast<uint32_t>(s.num_experts));
+    w.set_u32(key(".expert_used_count"), static_cast<uint32_t>(s.num_experts_used));
+    if (spec->expert_ff_key != ".feed_forward_length") {
+      w.set_u32(key(spec->expert_ff_key), static_cast<uint32_t>(s.ffn));
+    }
+  }
+  if (s.sliding_window > 0) {
+    w.set_u32(key(".attention.sliding_window"), static_cast<uint32_t>(s.sliding_window));
+  }
+  if (s.swa_pattern > 0) {
+    w.set_u32(key(".attention.sliding_window_pattern"), static_cast<uint32_t>(s.swa_pattern));
+  }
   w.set_u32(key(".attention.head_count"), static_cast<uint32_t>(s.num_heads));
   w.set_u32(key(".attention.head_count_kv"), static_cast<uint32_t>(s.num_kv_heads));
   w.set_u32(key(".attention.key_length"), static_cast<uint32_t>(s.head_dim));
   w.set_u32(key(".attention.value_length"), static_cast<uint32_t>(s.head_dim));
-  w.set_f32(key(".attention.layer_norm_rms_epsilon"), 1e-5f);
+  w.set_f32(key(".attention.layer_norm_rms_epsilon"), s.rms_eps);
   w.set_u32(key(".rope.dimension_count"), static_cast<uint32_t>(s.head_dim));
   w.set_f32(key(".rope.freq_base"), s.rope_theta);
   RopeScaling scaling;
@@ -167,21 +209,58 @@ void make_model(const MakeModelOptions& options) {
   }
   for (int layer = 0; layer < num_layers; ++layer) {
     const auto name = [layer](std::string_view suffix) { return layer_tensor_name(layer, suffix); };
-    add_random(w, seed, name(lt::kAttnNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f, kNormStd);
-    add_matrix(name(lt::kAttnQ), TensorRole::kAttnQ, layer, {s.hidden, q_dim});
-    add_matrix(name(lt::kAttnK), TensorRole::kAttnK, layer, {s.hidden, kv_dim});
-    add_matrix(name(lt::kAttnV), TensorRole::kAttnV, layer, {s.hidden, kv_dim});
+    const auto norm = [&](std::string_view suffix, int64_t size) {
+      add_random(w, seed, name(suffix), gguf::GgmlType::F32, {size}, 1.0f, kNormStd);
+    };
+    norm(lt::kAttnNorm, s.hidden);
+    if (spec->qkv_layout == QkvLayout::kFused) {
+      // llama-quantize treats a fused QKV like attn_v (more bits in the mixes).
+      add_matrix(name(lt::kAttnQkv), TensorRole::kAttnV, layer, {s.hidden, q_dim + 2 * kv_dim});
+    } else {
+      add_matrix(name(lt::kAttnQ), TensorRole::kAttnQ, layer, {s.hidden, q_dim});
+      add_matrix(name(lt::kAttnK), TensorRole::kAttnK, layer, {s.hidden, kv_dim});
+      add_matrix(name(lt::kAttnV), TensorRole::kAttnV, layer, {s.hidden, kv_dim});
+    }
+    if (spec->qkv_bias_required) {
+      add_random(w, seed, name(lt::kAttnQBias), gguf::GgmlType::F32, {q_dim}, 0.0f, kStd);
+      add_random(w, seed, name(lt::kAttnKBias), gguf::GgmlType::F32, {kv_dim}, 0.0f, kStd);
+      add_random(w, seed, name(lt::kAttnVBias), gguf::GgmlType::F32, {kv_dim}, 0.0f, kStd);
+    }
+    if (spec->qk_norm) {
+      norm(lt::kAttnQNorm, s.head_dim);
+      norm(lt::kAttnKNorm, s.head_dim);
+    }
     add_matrix(name(lt::kAttnOutput), TensorRole::kAttnOutput, layer, {q_dim, s.hidden});
-    add_random(w, seed, name(lt::kFfnNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f, kNormStd);
-    add_matrix(name(lt::kFfnGate), TensorRole::kFfnGate, layer, {s.hidden, s.ffn});
-    add_matrix(name(lt::kFfnUp), TensorRole::kFfnUp, layer, {s.hidden, s.ffn});
-    add_matrix(name(lt::kFfnDown), TensorRole::kFfnDown, layer, {s.ffn, s.hidden});
+    if (spec->sandwich_norms) norm(lt::kPostAttentionNorm, s.hidden);
+    norm(lt::kFfnNorm, s.hidden);
+    if (s.num_experts > 0) {
+      const int64_t e = s.num_experts;
+      add_random(w, seed, name(lt::kFfnGateInp), gguf::GgmlType::F32, {s.hidden, e}, 0.0f, kStd);
+      add_matrix(name(lt::kFfnGateExps), TensorRole::kFfnGate, layer, {s.hidden, s.ffn, e});
+      add_matrix(name(lt::kFfnUpExps), TensorRole::kFfnUp, layer, {s.hidden, s.ffn, e});
+      add_matrix(name(lt::kFfnDownExps), TensorRole::kFfnDown, layer, {s.ffn, s.hidden, e});
+    } else {
+      if (spec->gate_up_layout == GateUpLayout::kFusedInUp) {
+        add_matrix(name(lt::kFfnUp), TensorRole::kFfnUp, layer, {s.hidden, 2 * s.ffn});
+      } else {
+        add_matrix(name(lt::kFfnGate), TensorRole::kFfnGate, layer, {s.hidden, s.ffn});
+        add_matrix(name(lt::kFfnUp), TensorRole::kFfnUp, layer, {s.hidden, s.ffn});
+      }
+      add_matrix(name(lt::kFfnDown), TensorRole::kFfnDown, layer, {s.ffn, s.hidden});
+    }
+    if (spec->sandwich_norms) norm(lt::kPostFfwNorm, s.hidden);
   }
   add_random(w, seed, std::string(lt::kOutputNorm), gguf::GgmlType::F32, {s.hidden}, 1.0f,
              kNormStd);
   if (!s.tied) add_matrix(std::string(lt::kOutput), TensorRole::kOutput, 0, {s.hidden, vocab_size});
 
   w.write(options.output);
+}
+
+std::vector<std::string> make_model_shapes() {
+  std::vector<std::string> names;
+  for (const Shape& s : kShapes) names.emplace_back(s.name);
+  return names;
 }
 
 }  // namespace vellum::model

@@ -1,4 +1,5 @@
-// make-model: writes a valid llama GGUF with seeded random weights, for tests and benchmarks.
+// make-model: writes a valid GGUF (llama and the other decoder architectures) with seeded random
+// weights, for tests and benchmarks.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,11 @@ struct MakeModelOptions {
   // "llama-3.2-1b": Llama-3.2-1B's shapes (hidden 2048, 16 layers, 32/8 heads, head_dim 64,
   //         FFN 8192, context 131072, rope theta 500000, llama3 rope scaling with a rope_freqs
   //         tensor, tied embeddings).
+  // Family shapes (real models' sizes, random weights): "qwen2.5-0.5b", "qwen3-0.6b",
+  //         "gemma-3-1b" (sliding window 512, pattern 6), "phi-3-mini-8l" (Phi-3-mini at 8 of
+  //         its 32 layers), "moe-8x-top2" (qwen3moe, 8 experts of width 1024, 2 used).
+  // "tiny-<arch>" for qwen2, qwen3, gemma2, gemma3, phi3, mixtral, qwen3moe: tiny models of each
+  //         architecture (hidden 128) for tests that must always run.
   std::string shape = "tiny";
   // Weight types (model/io/quant_mix.h): a pure type for every matrix -- f32 f16 bf16 q8_0
   // q4_0 q4_1 q5_0 q5_1 q3_k q4_k q5_k q6_k iq4_nl iq4_xs -- or one of llama.cpp's mixes:
@@ -30,7 +36,7 @@ struct MakeModelOptions {
   std::filesystem::path output;
 };
 
-// The accepted MakeModelOptions::shape and ::dtype values.
+// The accepted MakeModelOptions::shape (in table order) and ::dtype values.
 std::vector<std::string> make_model_shapes();
 std::vector<std::string> make_model_dtypes();
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <numbers>
 #include <string_view>
 
@@ -13,8 +14,6 @@
 
 namespace vellum::model {
 namespace {
-
-constexpr std::string_view kSupportedArchitectures = "llama";
 
 // Reads `{arch}{suffix}` metadata for one file, with errors that name the file and key.
 class MetadataReader {
@@ -82,6 +81,27 @@ RopeScaling read_rope_scaling(const gguf::GgufFile& file, const MetadataReader& 
     }
     return s;
   }
+  if (*type == "yarn") {
+    s.type = RopeScaling::Type::kYarn;
+    s.factor = md.get_float(".rope.scaling.factor").value_or(1.0f);
+    s.original_max_position = md.require_int(".rope.scaling.original_context_length");
+    s.beta_fast = md.get_float(".rope.scaling.yarn_beta_fast").value_or(32.0f);
+    s.beta_slow = md.get_float(".rope.scaling.yarn_beta_slow").value_or(1.0f);
+    s.ext_factor = md.get_float(".rope.scaling.yarn_ext_factor").value_or(1.0f);
+    s.attn_factor = md.get_float(".rope.scaling.yarn_attn_factor").value_or(1.0f);
+    const float log_mul = md.get_float(".rope.scaling.yarn_log_multiplier").value_or(0.0f);
+    VELLUM_CHECK(log_mul == 0.0f, ErrorCode::kUnsupported,
+                 "{}: '{}' = {}: YaRN with a log multiplier (DeepSeek-style mscale) is not "
+                 "supported",
+                 file_name, md.key(".rope.scaling.yarn_log_multiplier"), log_mul);
+    VELLUM_CHECK(s.factor >= 1.0f && s.original_max_position > 0 && s.beta_fast > 0 &&
+                     s.beta_slow > 0,
+                 ErrorCode::kInvalidModel,
+                 "{}: invalid YaRN rope scaling (factor {}, original context {}, beta_fast {}, "
+                 "beta_slow {}): need factor >= 1 and positive values",
+                 file_name, s.factor, s.original_max_position, s.beta_fast, s.beta_slow);
+    return s;
+  }
   if (*type == "linear") {
     s.type = RopeScaling::Type::kLinear;
     s.factor = md.get_float(".rope.scaling.factor").value_or(1.0f);
@@ -90,7 +110,8 @@ RopeScaling read_rope_scaling(const gguf::GgufFile& file, const MetadataReader& 
     return s;
   }
   VELLUM_THROW(ErrorCode::kUnsupported,
-               "{}: rope scaling type '{}' is not supported (supported: none, linear, llama3)",
+               "{}: rope scaling type '{}' is not supported (supported: none, linear, llama3, "
+               "yarn)",
                file_name, *type);
 }
 
@@ -113,28 +134,125 @@ void check_f32(const gguf::GgufFile& file, const gguf::TensorInfo& t) {
                gguf::ggml_type_name(t.type));
 }
 
-void validate_tensors(const gguf::GgufFile& file, const ModelConfig& c) {
+// Checks tensors by name and shape and remembers which ones the decoder will use, so that a
+// tensor it would silently ignore (a bias, an extra norm, LongRoPE factors) is refused instead.
+class TensorChecker {
+ public:
+  explicit TensorChecker(const gguf::GgufFile& file) : file_(file) {}
+
+  const gguf::TensorInfo& require(const std::string& name, const std::vector<int64_t>& shape) {
+    used_.insert(name);
+    return check_tensor(file_, name, shape);
+  }
+  // Checks the shape when present; returns whether it is.
+  bool optional(const std::string& name, const std::vector<int64_t>& shape) {
+    if (file_.find_tensor(name) == nullptr) return false;
+    require(name, shape);
+    return true;
+  }
+  void reject_unused(const std::string& arch) const {
+    for (const gguf::TensorInfo& t : file_.tensors()) {
+      VELLUM_CHECK(used_.count(t.name) != 0, ErrorCode::kUnsupported,
+                   "{}: tensor '{}' is not used by Vellum's {} decoder; refusing to run a model "
+                   "whose math it would ignore (is this a variant of {} that Vellum does not "
+                   "support yet?)",
+                   file_.path().string(), t.name, arch, arch);
+    }
+  }
+
+ private:
+  const gguf::GgufFile& file_;
+  std::set<std::string> used_;
+};
+
+void validate_tensors(const gguf::GgufFile& file, ModelConfig& c) {
   namespace lt = llama_tensors;
+  const ArchSpec& spec = c.arch;
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
   const int64_t ff = c.intermediate_size;
-  check_tensor(file, lt::kTokenEmbd, {hidden, c.vocab_size});
-  if (!c.tie_word_embeddings) check_tensor(file, lt::kOutput, {hidden, c.vocab_size});
-  check_tensor(file, lt::kOutputNorm, {hidden});
-  if (c.has_rope_freqs) check_f32(file, check_tensor(file, lt::kRopeFreqs, {c.rope_dim / 2}));
+  TensorChecker checker(file);
+  checker.require(std::string(lt::kTokenEmbd), {hidden, c.vocab_size});
+  if (!c.tie_word_embeddings) checker.require(std::string(lt::kOutput), {hidden, c.vocab_size});
+  checker.require(std::string(lt::kOutputNorm), {hidden});
+  if (c.has_rope_freqs) {
+    check_f32(file, checker.require(std::string(lt::kRopeFreqs), {c.rope_dim / 2}));
+  }
+  bool any_qkv_bias = false;
+  bool all_qkv_bias = true;
+  bool any_output_bias = false;
   for (int layer = 0; layer < c.num_layers; ++layer) {
     const auto name = [layer](std::string_view suffix) { return layer_tensor_name(layer, suffix); };
-    check_tensor(file, name(lt::kAttnNorm), {hidden});
-    check_tensor(file, name(lt::kAttnQ), {hidden, q_dim});
-    check_tensor(file, name(lt::kAttnK), {hidden, kv_dim});
-    check_tensor(file, name(lt::kAttnV), {hidden, kv_dim});
-    check_tensor(file, name(lt::kAttnOutput), {q_dim, hidden});
-    check_tensor(file, name(lt::kFfnNorm), {hidden});
-    check_tensor(file, name(lt::kFfnGate), {hidden, ff});
-    check_tensor(file, name(lt::kFfnUp), {hidden, ff});
-    check_tensor(file, name(lt::kFfnDown), {ff, hidden});
+    checker.require(name(lt::kAttnNorm), {hidden});
+    bool has_bias = false;
+    if (spec.qkv_layout == QkvLayout::kFused) {
+      checker.require(name(lt::kAttnQkv), {hidden, q_dim + 2 * kv_dim});
+      has_bias = checker.optional(name(lt::kAttnQkvBias), {q_dim + 2 * kv_dim});
+    } else {
+      checker.require(name(lt::kAttnQ), {hidden, q_dim});
+      checker.require(name(lt::kAttnK), {hidden, kv_dim});
+      checker.require(name(lt::kAttnV), {hidden, kv_dim});
+      if (spec.qkv_bias_required) {
+        checker.require(name(lt::kAttnQBias), {q_dim});
+        checker.require(name(lt::kAttnKBias), {kv_dim});
+        checker.require(name(lt::kAttnVBias), {kv_dim});
+        has_bias = true;
+      } else {
+        const bool q = checker.optional(name(lt::kAttnQBias), {q_dim});
+        const bool k = checker.optional(name(lt::kAttnKBias), {kv_dim});
+        const bool v = checker.optional(name(lt::kAttnVBias), {kv_dim});
+        VELLUM_CHECK(q == k && k == v, ErrorCode::kUnsupported,
+                     "{}: layer {} has only some of the q/k/v biases; Vellum needs all three or "
+                     "none",
+                     file.path().string(), layer);
+        has_bias = q;
+      }
+    }
+    any_qkv_bias = any_qkv_bias || has_bias;
+    all_qkv_bias = all_qkv_bias && has_bias;
+    if (spec.qk_norm) {
+      checker.require(name(lt::kAttnQNorm), {c.head_dim});
+      checker.require(name(lt::kAttnKNorm), {c.head_dim});
+    }
+    checker.require(name(lt::kAttnOutput), {q_dim, hidden});
+    any_output_bias = checker.optional(name(lt::kAttnOutputBias), {hidden}) || any_output_bias;
+    if (spec.sandwich_norms) {
+      checker.require(name(lt::kPostAttentionNorm), {hidden});
+      checker.require(name(lt::kPostFfwNorm), {hidden});
+    }
+    checker.require(name(lt::kFfnNorm), {hidden});
+    if (c.num_experts > 0) {
+      const int64_t eff = c.expert_intermediate_size;
+      check_f32(file, checker.require(name(lt::kFfnGateInp), {hidden, c.num_experts}));
+      checker.require(name(lt::kFfnGateExps), {hidden, eff, c.num_experts});
+      checker.require(name(lt::kFfnUpExps), {hidden, eff, c.num_experts});
+      checker.require(name(lt::kFfnDownExps), {eff, hidden, c.num_experts});
+    } else if (spec.gate_up_layout == GateUpLayout::kFusedInUp) {
+      checker.require(name(lt::kFfnUp), {hidden, 2 * ff});
+      checker.require(name(lt::kFfnDown), {ff, hidden});
+    } else {
+      checker.require(name(lt::kFfnGate), {hidden, ff});
+      checker.require(name(lt::kFfnUp), {hidden, ff});
+      checker.require(name(lt::kFfnDown), {ff, hidden});
+    }
   }
+  VELLUM_CHECK(any_qkv_bias == all_qkv_bias, ErrorCode::kUnsupported,
+               "{}: some layers have q/k/v biases and others not; not supported",
+               file.path().string());
+  c.has_qkv_bias = all_qkv_bias && c.num_layers > 0;
+  c.has_attn_output_bias = any_output_bias;
+  if (any_output_bias) {
+    for (int layer = 0; layer < c.num_layers; ++layer) {
+      checker.require(layer_tensor_name(layer, lt::kAttnOutputBias), {hidden});
+    }
+  }
+  const gguf::TensorInfo* long_factors = file.find_tensor(lt::kRopeFactorsLong);
+  VELLUM_CHECK(long_factors == nullptr, ErrorCode::kUnsupported,
+               "{}: the file has '{}': LongRoPE (Phi-3 128k-context) rope scaling is not "
+               "supported; use a model without it (e.g. the 4k-context variant)",
+               file.path().string(), lt::kRopeFactorsLong);
+  checker.reject_unused(c.architecture);
 }
 
 std::string summarize_weight_types(const gguf::GgufFile& file) {
@@ -151,6 +269,101 @@ std::string summarize_weight_types(const gguf::GgufFile& file) {
   return out;
 }
 
+// Keys whose math Vellum does not implement: present with any value other than `neutral`, the
+// model is refused rather than run wrong.
+struct UnimplementedKey {
+  std::string_view suffix;
+  double neutral;
+  std::string_view what;
+};
+constexpr UnimplementedKey kUnimplementedKeys[] = {
+    {".logit_scale", 1.0, "logit scaling"},
+    {".embedding_scale", 1.0, "embedding scaling"},
+    {".residual_scale", 1.0, "residual scaling"},
+    {".rope.scaling.attn_factor", 1.0, "rope attention factor"},
+    {".expert_weights_scale", 1.0, "expert weight scaling"},
+    {".expert_shared_count", 0.0, "shared experts"},
+    {".leading_dense_block_count", 0.0, "leading dense layers in an MoE model"},
+};
+
+void reject_unimplemented_keys(const gguf::GgufFile& file, const MetadataReader& md) {
+  for (const UnimplementedKey& key : kUnimplementedKeys) {
+    const std::optional<float> value = md.get_float(key.suffix);
+    VELLUM_CHECK(!value.has_value() || static_cast<double>(*value) == key.neutral,
+                 ErrorCode::kUnsupported,
+                 "{}: metadata '{}' = {} asks for {}, which Vellum does not implement; refusing "
+                 "to run the model with different math",
+                 file.path().string(), md.key(key.suffix), *value, key.what);
+  }
+  const std::optional<bool> causal = file.get_bool(md.key(".attention.causal"));
+  VELLUM_CHECK(causal.value_or(true), ErrorCode::kUnsupported,
+               "{}: '{}' is false: non-causal attention is not supported", file.path().string(),
+               md.key(".attention.causal"));
+}
+
+void read_experts(const gguf::GgufFile& file, const MetadataReader& md, ModelConfig& c) {
+  const std::string file_name = file.path().string();
+  const int64_t num_experts = md.get_int(".expert_count").value_or(0);
+  switch (c.arch.moe) {
+    case MoeMode::kNever:
+      VELLUM_CHECK(num_experts == 0, ErrorCode::kUnsupported,
+                   "{}: '{}' = {}: mixture-of-experts {} models are not supported", file_name,
+                   md.key(".expert_count"), num_experts, c.architecture);
+      return;
+    case MoeMode::kAlways:
+      VELLUM_CHECK(num_experts > 0, ErrorCode::kInvalidModel,
+                   "{}: required metadata key '{}' is missing or 0", file_name,
+                   md.key(".expert_count"));
+      break;
+    case MoeMode::kWhenExperts:
+      if (num_experts == 0) return;
+      break;
+  }
+  c.num_experts = num_experts;
+  c.num_experts_used = md.require_int(".expert_used_count");
+  c.expert_intermediate_size = md.require_int(c.arch.expert_ff_key);
+  VELLUM_CHECK(c.num_experts_used > 0 && c.num_experts_used <= c.num_experts &&
+                   c.expert_intermediate_size > 0,
+               ErrorCode::kInvalidModel,
+               "{}: invalid experts: expert_count {}, expert_used_count {}, expert width {}",
+               file_name, c.num_experts, c.num_experts_used, c.expert_intermediate_size);
+  // llama.cpp's enum: 1 = softmax (the only gating the architectures here use), 2 = sigmoid.
+  const int64_t gating = md.get_int(".expert_gating_func").value_or(1);
+  VELLUM_CHECK(gating == 1, ErrorCode::kUnsupported,
+               "{}: '{}' = {}: only softmax expert gating (1) is supported", file_name,
+               md.key(".expert_gating_func"), gating);
+  c.normalize_expert_weights = file.get_bool(md.key(".expert_weights_norm")).value_or(true);
+}
+
+void read_sliding_window(const gguf::GgufFile& file, const MetadataReader& md, ModelConfig& c) {
+  const std::string file_name = file.path().string();
+  c.layer_is_sliding.assign(static_cast<size_t>(c.num_layers), false);
+  c.sliding_window = md.get_int(".attention.sliding_window").value_or(0);
+  VELLUM_CHECK(c.sliding_window >= 0, ErrorCode::kInvalidModel,
+               "{}: sliding window {} must not be negative", file_name, c.sliding_window);
+  const std::string pattern_key = md.key(".attention.sliding_window_pattern");
+  std::optional<int64_t> pattern;
+  if (file.find(pattern_key) != nullptr) {
+    try {
+      pattern = file.get_int(pattern_key);
+    } catch (const Error&) {
+      VELLUM_THROW(ErrorCode::kUnsupported,
+                   "{}: '{}' is not an integer period; per-layer sliding-window arrays are not "
+                   "supported",
+                   file_name, pattern_key);
+    }
+  }
+  if (c.sliding_window == 0) return;
+  // llama.cpp's set_swa_pattern: period P makes layer l slide iff l % P < P - 1; P = 0 makes
+  // every layer slide, P = 1 none.
+  const int64_t period = pattern.value_or(c.arch.default_swa_period);
+  VELLUM_CHECK(period >= 0, ErrorCode::kInvalidModel, "{}: '{}' = {} must not be negative",
+               file_name, pattern_key, period);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    c.layer_is_sliding[static_cast<size_t>(l)] = period == 0 || l % period < period - 1;
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
@@ -159,24 +372,29 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   const std::optional<std::string> arch = file.get_string("general.architecture");
   VELLUM_CHECK(arch.has_value(), ErrorCode::kInvalidModel,
                "{}: metadata key 'general.architecture' is missing; not a model file", file_name);
-  VELLUM_CHECK(*arch == kSupportedArchitectures, ErrorCode::kUnsupported,
+  const ArchSpec* spec = find_arch_spec(*arch);
+  VELLUM_CHECK(spec != nullptr, ErrorCode::kUnsupported,
                "{}: model architecture '{}' is not supported (supported: {})", file_name, *arch,
-               kSupportedArchitectures);
+               supported_architectures_list());
   c.architecture = *arch;
+  c.arch = *spec;
   c.name = file.get_string("general.name").value_or(file.path().stem().string());
 
   const MetadataReader md(file, c.architecture);
+  reject_unimplemented_keys(file, md);
   c.max_position_embeddings = md.require_int(".context_length");
   c.hidden_size = md.require_int(".embedding_length");
   c.num_layers = md.require_int(".block_count");
-  c.intermediate_size = md.require_int(".feed_forward_length");
   c.num_heads = md.require_int(".attention.head_count");
   c.num_kv_heads = md.get_int(".attention.head_count_kv").value_or(c.num_heads);
   c.rms_norm_eps = md.require_float(".attention.layer_norm_rms_epsilon");
   c.rope_theta = md.get_float(".rope.freq_base").value_or(10000.0f);
+  read_experts(file, md, c);
+  if (c.num_experts == 0) c.intermediate_size = md.require_int(".feed_forward_length");
 
-  VELLUM_CHECK(c.hidden_size > 0 && c.num_layers > 0 && c.intermediate_size > 0 &&
-                   c.num_heads > 0 && c.num_kv_heads > 0 && c.max_position_embeddings > 0,
+  VELLUM_CHECK(c.hidden_size > 0 && c.num_layers > 0 &&
+                   (c.intermediate_size > 0 || c.num_experts > 0) && c.num_heads > 0 &&
+                   c.num_kv_heads > 0 && c.max_position_embeddings > 0,
                ErrorCode::kInvalidModel,
                "{}: model sizes must be positive (embedding_length {}, block_count {}, "
                "feed_forward_length {}, head_count {}, head_count_kv {}, context_length {})",
@@ -209,6 +427,44 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   VELLUM_CHECK(c.rope_theta > 0 && std::isfinite(c.rope_theta), ErrorCode::kInvalidModel,
                "{}: rope.freq_base must be positive, got {}", file_name, c.rope_theta);
   c.rope_scaling = read_rope_scaling(file, md);
+  c.rope_theta_swa = md.get_float(".rope.freq_base_swa")
+                         .value_or(spec->default_rope_theta_swa > 0 ? spec->default_rope_theta_swa
+                                                                    : c.rope_theta);
+  VELLUM_CHECK(c.rope_theta_swa > 0 && std::isfinite(c.rope_theta_swa), ErrorCode::kInvalidModel,
+               "{}: rope.freq_base_swa must be positive, got {}", file_name, c.rope_theta_swa);
+  read_sliding_window(file, md, c);
+
+  // Attention scale as llama.cpp derives it: an explicit {arch}.attention.scale, else the 27B
+  // Gemma rule (query_pre_attn_scalar = hidden / heads), else 1/sqrt(head_dim).
+  if (const std::optional<float> scale = md.get_float(".attention.scale"); scale && *scale != 0) {
+    c.attention_scale = *scale;
+  } else if (spec->hidden_over_heads_scale_layers == c.num_layers) {
+    c.attention_scale =
+        1.0f / std::sqrt(static_cast<float>(c.hidden_size / c.num_heads));
+  } else {
+    c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn) {
+    // YaRN scales the rotated q and k by mscale; with the whole head rotated that is the score
+    // scaled by mscale^2.
+    VELLUM_CHECK(c.rope_dim == c.head_dim, ErrorCode::kUnsupported,
+                 "{}: YaRN rope scaling with partial rotary dims ({} of {}) is not supported",
+                 file_name, c.rope_dim, c.head_dim);
+    VELLUM_CHECK(!spec->swa_rope_unscaled || c.num_sliding_layers() == 0,
+                 ErrorCode::kUnsupported,
+                 "{}: YaRN rope scaling on a model whose sliding layers run unscaled RoPE is not "
+                 "supported",
+                 file_name);
+    const float mscale = yarn_mscale(c.rope_scaling);
+    c.attention_scale *= mscale * mscale;
+  }
+  c.attn_logit_softcap =
+      md.get_float(".attn_logit_softcapping").value_or(spec->default_attn_logit_softcap);
+  c.final_logit_softcap =
+      md.get_float(".final_logit_softcapping").value_or(spec->default_final_logit_softcap);
+  VELLUM_CHECK(c.attn_logit_softcap >= 0 && c.final_logit_softcap >= 0, ErrorCode::kInvalidModel,
+               "{}: softcaps must not be negative (attention {}, final {})", file_name,
+               c.attn_logit_softcap, c.final_logit_softcap);
 
   const gguf::TensorInfo* embd = file.find_tensor(llama_tensors::kTokenEmbd);
   if (const std::optional<int64_t> vocab = md.get_int(".vocab_size")) {
@@ -227,6 +483,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   validate_tensors(file, c);
   c.weight_type_summary = summarize_weight_types(file);
   return c;
+}
+
+int64_t ModelConfig::num_sliding_layers() const {
+  return std::count(layer_is_sliding.begin(), layer_is_sliding.end(), true);
 }
 
 std::vector<float> llama3_rope_factors(const RopeScaling& scaling, float rope_theta,
@@ -253,23 +513,78 @@ std::vector<float> llama3_rope_factors(const RopeScaling& scaling, float rope_th
   return factors;
 }
 
-std::vector<float> ModelConfig::rope_inv_freq(const float* rope_freqs) const {
-  const size_t n = static_cast<size_t>(rope_dim / 2);
-  std::vector<float> factors(n, 1.0f);
-  if (rope_freqs != nullptr) {
-    factors.assign(rope_freqs, rope_freqs + n);
-  } else if (rope_scaling.type == RopeScaling::Type::kLlama3) {
-    factors = llama3_rope_factors(rope_scaling, rope_theta, rope_dim);
-  } else if (rope_scaling.type == RopeScaling::Type::kLinear) {
-    factors.assign(n, rope_scaling.factor);
+std::vector<float> yarn_rope_factors(const RopeScaling& scaling, float rope_theta,
+                                     int64_t rope_dim) {
+  // ggml_rope_yarn_corr_dims: the dimension whose wavelength fits `n_rot` rotations into the
+  // original context.
+  const auto corr_dim = [&](double n_rot) {
+    return static_cast<double>(rope_dim) *
+           std::log(static_cast<double>(scaling.original_max_position) /
+                    (n_rot * 2.0 * std::numbers::pi)) /
+           (2.0 * std::log(static_cast<double>(rope_theta)));
+  };
+  const double low = std::max(0.0, std::floor(corr_dim(scaling.beta_fast)));
+  const double high =
+      std::min(static_cast<double>(rope_dim - 1), std::ceil(corr_dim(scaling.beta_slow)));
+  std::vector<float> factors(static_cast<size_t>(rope_dim / 2));
+  for (size_t i = 0; i < factors.size(); ++i) {
+    // ggml's rope_yarn_ramp (i0 / 2 == i), times ext_factor: 1 keeps the original frequency.
+    const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+    const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * scaling.ext_factor;
+    // theta = theta_extrap * (ramp + (1 - ramp) / factor), as a divisor of the frequency.
+    factors[i] = static_cast<float>(1.0 / (ramp + (1.0 - ramp) / scaling.factor));
   }
-  std::vector<float> inv_freq(n);
-  for (size_t i = 0; i < n; ++i) {
+  return factors;
+}
+
+float yarn_mscale(const RopeScaling& scaling) {
+  if (scaling.ext_factor == 0.0f) return scaling.attn_factor;
+  return scaling.attn_factor * (1.0f + 0.1f * std::log(scaling.factor));
+}
+
+namespace {
+
+// inv_freq[i] = theta^(-2i / rope_dim) / factors[i]
+std::vector<float> inv_freq_with_factors(float theta, int64_t rope_dim,
+                                         const std::vector<float>& factors) {
+  std::vector<float> inv_freq(factors.size());
+  for (size_t i = 0; i < factors.size(); ++i) {
     const double freq =
-        std::pow(static_cast<double>(rope_theta), -2.0 * static_cast<double>(i) / rope_dim);
+        std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / rope_dim);
     inv_freq[i] = static_cast<float>(freq / factors[i]);
   }
   return inv_freq;
+}
+
+// The per-frequency divisors of the model's rope scaling for a layer with base `theta`.
+std::vector<float> rope_factors(const ModelConfig& c, float theta, const float* rope_freqs) {
+  const size_t n = static_cast<size_t>(c.rope_dim / 2);
+  if (rope_freqs != nullptr) return std::vector<float>(rope_freqs, rope_freqs + n);
+  if (c.rope_scaling.type == RopeScaling::Type::kLlama3) {
+    return llama3_rope_factors(c.rope_scaling, theta, c.rope_dim);
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kLinear) {
+    return std::vector<float>(n, c.rope_scaling.factor);
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn) {
+    return yarn_rope_factors(c.rope_scaling, theta, c.rope_dim);
+  }
+  return std::vector<float>(n, 1.0f);
+}
+
+}  // namespace
+
+std::vector<float> ModelConfig::rope_inv_freq(const float* rope_freqs) const {
+  return inv_freq_with_factors(rope_theta, rope_dim, rope_factors(*this, rope_theta, rope_freqs));
+}
+
+std::vector<float> ModelConfig::rope_inv_freq_sliding(const float* rope_freqs) const {
+  if (arch.swa_rope_unscaled) {
+    return inv_freq_with_factors(rope_theta_swa, rope_dim,
+                                 std::vector<float>(static_cast<size_t>(rope_dim / 2), 1.0f));
+  }
+  return inv_freq_with_factors(rope_theta_swa, rope_dim,
+                               rope_factors(*this, rope_theta_swa, rope_freqs));
 }
 
 }  // namespace vellum::model

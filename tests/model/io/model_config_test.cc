@@ -169,7 +169,8 @@ TEST(ModelConfigErrors, UnsupportedArchitecture) {
     w.set_string("general.architecture", "gpt2");
   });
   const std::string msg = config_error(path);
-  EXPECT_THAT(msg, HasSubstr("architecture 'gpt2' is not supported (supported: llama)"));
+  EXPECT_THAT(msg, HasSubstr("architecture 'gpt2' is not supported (supported: llama, qwen2, "
+                             "qwen3, qwen3moe, gemma2, gemma3, phi3)"));
 }
 
 TEST(ModelConfigErrors, MissingTensorIsNamed) {
@@ -202,15 +203,149 @@ TEST(ModelConfigErrors, MissingRequiredKey) {
 }
 
 TEST(ModelConfigErrors, UnsupportedRopeScaling) {
+  const auto path = rewrite(make_tiny("longrope-type-src.gguf"), "longrope-type.gguf",
+                            [](gguf::GgufWriter& w) {
+                              w.set_string("llama.rope.scaling.type", "longrope");
+                            });
+  EXPECT_THAT(config_error(path), HasSubstr("rope scaling type 'longrope' is not supported"));
+}
+
+TEST(ModelConfig, YarnRopeScaling) {
+  // Tiny: head_dim = rope_dim = 32, base 10000. Factor 4 over an original context of 512:
+  // correction dims floor(1.62) = 1 (beta_fast 32) and ceil(7.64) = 8 (beta_slow 1).
   const auto path = rewrite(make_tiny("yarn-src.gguf"), "yarn.gguf", [](gguf::GgufWriter& w) {
     w.set_string("llama.rope.scaling.type", "yarn");
+    w.set_f32("llama.rope.scaling.factor", 4.0f);
+    w.set_u32("llama.rope.scaling.original_context_length", 512);
   });
-  EXPECT_THAT(config_error(path), HasSubstr("rope scaling type 'yarn' is not supported"));
+  const ModelConfig c = ModelConfig::from_gguf(*gguf::GgufFile::open(path));
+  ASSERT_EQ(c.rope_scaling.type, RopeScaling::Type::kYarn);
+  const std::vector<float> factors = yarn_rope_factors(c.rope_scaling, c.rope_theta, c.rope_dim);
+  ASSERT_EQ(factors.size(), 16u);
+  EXPECT_FLOAT_EQ(factors[0], 1.0f);
+  EXPECT_FLOAT_EQ(factors[1], 1.0f);                         // ramp 1: extrapolated
+  EXPECT_NEAR(factors[4], 1.0f / (4.0f / 7 + 3.0f / 28), 1e-6);  // ramp 4/7
+  EXPECT_FLOAT_EQ(factors[8], 4.0f);                          // ramp 0: interpolated
+  EXPECT_FLOAT_EQ(factors[15], 4.0f);
+  EXPECT_FLOAT_EQ(c.rope_inv_freq(nullptr)[8], std::pow(10000.0f, -16.0f / 32) / 4.0f);
+  // mscale = 1 + 0.1 ln 4 on q and k: the score scale gains mscale^2.
+  const float mscale = 1.0f + 0.1f * std::log(4.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale, mscale * mscale / std::sqrt(32.0f));
 }
 
 TEST(ModelConfigErrors, VocabOnlyFileHasNoWeights) {
   VELLUM_REQUIRE_MODEL_FILE(path, "vocab/ggml-vocab-llama-spm.gguf");
   EXPECT_THAT(config_error(path), HasSubstr("tensor 'token_embd.weight' is missing"));
+}
+
+// ---- Architecture descriptions read from the arch/ test models (README there) ----
+
+ModelConfig arch_config(const std::filesystem::path& path) {
+  return ModelConfig::from_gguf(*gguf::GgufFile::open(path));
+}
+
+TEST(ArchConfig, Gemma2DefaultPeriodSoftcapsAndScale) {
+  VELLUM_REQUIRE_MODEL_FILE(path, "arch/gemma2-f16.gguf");
+  const ModelConfig c = arch_config(path);
+  EXPECT_EQ(c.arch.name, "gemma2");
+  EXPECT_EQ(c.sliding_window, 32);
+  // No sliding_window_pattern key: llama.cpp's default period 2, layers 0 and 2 slide.
+  EXPECT_EQ(c.layer_is_sliding, (std::vector<bool>{true, false, true}));
+  EXPECT_FLOAT_EQ(c.attn_logit_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(c.final_logit_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 0.125f);
+  EXPECT_TRUE(c.arch.sandwich_norms);
+  EXPECT_TRUE(c.arch.scale_embeddings);
+  EXPECT_EQ(c.arch.activation, FfnActivation::kGeGlu);
+  EXPECT_TRUE(c.tie_word_embeddings);
+}
+
+TEST(ArchConfig, Gemma3PatternAndPerLayerRopeBase) {
+  VELLUM_REQUIRE_MODEL_FILE(path, "arch/gemma3-f16.gguf");
+  const ModelConfig c = arch_config(path);
+  EXPECT_EQ(c.layer_is_sliding, (std::vector<bool>{true, true, false}));
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c.rope_theta_swa, 10000.0f);
+  EXPECT_FLOAT_EQ(c.attn_logit_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(c.final_logit_softcap, 0.0f);
+  EXPECT_TRUE(c.arch.qk_norm);
+  EXPECT_FLOAT_EQ(c.rope_inv_freq(nullptr)[1], std::pow(1e6f, -2.0f / 64));
+  EXPECT_FLOAT_EQ(c.rope_inv_freq_sliding(nullptr)[1], std::pow(10000.0f, -2.0f / 64));
+}
+
+TEST(ArchConfig, Qwen2BiasesPhi3FusedNoWindow) {
+  VELLUM_REQUIRE_MODEL_FILE(qwen2, "arch/qwen2-f16.gguf");
+  VELLUM_REQUIRE_MODEL_FILE(phi3, "arch/phi3-f16.gguf");
+  const ModelConfig q = arch_config(qwen2);
+  EXPECT_TRUE(q.has_qkv_bias);
+  EXPECT_EQ(q.arch.rope_style, RopeStyle::kNeox);
+  EXPECT_EQ(q.num_sliding_layers(), 0);
+  const ModelConfig p = arch_config(phi3);
+  EXPECT_EQ(p.arch.qkv_layout, QkvLayout::kFused);
+  EXPECT_EQ(p.arch.gate_up_layout, GateUpLayout::kFusedInUp);
+  EXPECT_EQ(p.sliding_window, 0);
+  EXPECT_FALSE(p.has_qkv_bias);
+}
+
+TEST(ArchConfig, MoeExperts) {
+  VELLUM_REQUIRE_MODEL_FILE(mixtral, "arch/llama-moe-f16.gguf");
+  VELLUM_REQUIRE_MODEL_FILE(qwen3moe, "arch/qwen3moe-f16.gguf");
+  for (const auto& path : {mixtral, qwen3moe}) {
+    const ModelConfig c = arch_config(path);
+    EXPECT_EQ(c.num_experts, 4) << path;
+    EXPECT_EQ(c.num_experts_used, 2) << path;
+    EXPECT_EQ(c.expert_intermediate_size, 32) << path;
+    EXPECT_TRUE(c.normalize_expert_weights) << path;
+    EXPECT_EQ(c.intermediate_size, 0) << path;
+  }
+}
+
+TEST(ArchConfig, Gemma3PatternKeyOverridesDefault) {
+  VELLUM_REQUIRE_MODEL_FILE(src, "arch/gemma2-f16.gguf");
+  const auto path = rewrite(src, "gemma2-pattern0.gguf", [](gguf::GgufWriter& w) {
+    w.set_u32("gemma2.attention.sliding_window_pattern", 0);  // every layer slides
+  });
+  EXPECT_EQ(arch_config(path).layer_is_sliding, (std::vector<bool>{true, true, true}));
+}
+
+TEST(ModelConfigErrors, UnimplementedMathKeyIsRefused) {
+  const auto path = rewrite(make_tiny("scale-src.gguf"), "logit-scale.gguf",
+                            [](gguf::GgufWriter& w) { w.set_f32("llama.logit_scale", 0.5f); });
+  EXPECT_THAT(config_error(path), HasSubstr("'llama.logit_scale' = 0.5 asks for logit scaling"));
+}
+
+TEST(ModelConfigErrors, UnusedTensorIsRefused) {
+  const auto path = rewrite(make_tiny("bias-src.gguf"), "ffn-bias.gguf", [](gguf::GgufWriter& w) {
+    w.add_tensor("blk.0.ffn_down.bias", gguf::GgmlType::F32, {128},
+                 std::vector<uint8_t>(128 * 4));
+  });
+  EXPECT_THAT(config_error(path),
+              HasSubstr("tensor 'blk.0.ffn_down.bias' is not used by Vellum's llama decoder"));
+}
+
+TEST(ModelConfigErrors, LongRopeIsRefused) {
+  const auto path = rewrite(make_tiny("longrope-src.gguf"), "longrope.gguf",
+                            [](gguf::GgufWriter& w) {
+                              w.add_tensor("rope_factors_long.weight", gguf::GgmlType::F32, {16},
+                                           std::vector<uint8_t>(16 * 4));
+                            });
+  EXPECT_THAT(config_error(path), HasSubstr("LongRoPE"));
+}
+
+TEST(ModelConfigErrors, NonSoftmaxGatingIsRefused) {
+  VELLUM_REQUIRE_MODEL_FILE(src, "arch/llama-moe-f16.gguf");
+  const auto path = rewrite(src, "moe-sigmoid.gguf", [](gguf::GgufWriter& w) {
+    w.set_u32("llama.expert_gating_func", 2);
+  });
+  EXPECT_THAT(config_error(path), HasSubstr("only softmax expert gating"));
+}
+
+TEST(ModelConfigErrors, ExpertsInADenseOnlyArchitecture) {
+  VELLUM_REQUIRE_MODEL_FILE(src, "arch/qwen2-f16.gguf");
+  const auto path = rewrite(src, "qwen2-experts.gguf", [](gguf::GgufWriter& w) {
+    w.set_u32("qwen2.expert_count", 4);
+  });
+  EXPECT_THAT(config_error(path), HasSubstr("mixture-of-experts qwen2 models are not supported"));
 }
 
 TEST(TensorNames, LayerTensorName) {

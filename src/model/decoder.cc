@@ -1,0 +1,342 @@
+#include "model/decoder.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "common/aligned_buffer.h"
+#include "common/check.h"
+#include "gguf/gguf.h"
+#include "kernels/quant_types.h"
+#include "model/decoder_ops.h"
+#include "model/io/tensor_names.h"
+#include "model/moe.h"
+#include "model/projection.h"
+#include "model/weight_loading.h"
+#include "model/workspace.h"
+
+namespace vellum::model {
+namespace {
+
+namespace lt = llama_tensors;
+
+struct DecoderLayer {
+  std::vector<float> attn_norm;       // (hidden)
+  std::vector<float> post_attn_norm;  // (hidden); empty unless sandwich norms
+  std::vector<float> ffn_norm;        // (hidden)
+  std::vector<float> post_ffn_norm;   // (hidden); empty unless sandwich norms
+  std::vector<float> q_norm, k_norm;  // (head_dim); empty unless q/k norms
+  Projection qkv;                     // (q | k | v) x hidden
+  std::vector<float> qkv_bias;        // (q + 2 kv); empty without biases
+  kernels::PackedLinear attn_out;     // hidden x q
+  std::vector<float> attn_out_bias;   // (hidden); empty without bias
+  Projection gate_up;                 // dense: (gate | up) x hidden
+  kernels::PackedLinear down;         // dense: hidden x ff
+  std::unique_ptr<MoeFfn> moe;        // MoE layers instead of gate_up/down
+  bool sliding = false;
+};
+
+class DecoderModel final : public Model {
+ public:
+  DecoderModel(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
+               const ModelLoadOptions& options);
+
+  const ModelConfig& config() const override { return config_; }
+  void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override;
+  size_t weight_bytes() const override { return weight_bytes_; }
+  std::string describe() const override { return description_; }
+
+ private:
+  void load_layer(int layer_idx, kernels::MatmulPrecision precision);
+  void* matmul_scratch(int64_t m);
+  void feed_forward(DecoderLayer& layer, float* out, const float* h, int64_t num_tokens,
+                    void* scratch);
+
+  std::shared_ptr<const gguf::GgufFile> file_;
+  ModelConfig config_;
+  const void* token_embd_ = nullptr;  // (vocab, hidden) rows in the mapping
+  kernels::WeightType token_embd_type_ = kernels::WeightType::kF32;
+  std::vector<DecoderLayer> layers_;
+  std::vector<float> output_norm_;  // (hidden)
+  kernels::PackedLinear lm_head_;   // vocab x hidden (token_embd when tied)
+  std::vector<float> inv_freq_;          // (rope_dim / 2) global layers
+  std::vector<float> inv_freq_sliding_;  // (rope_dim / 2) sliding-window layers
+  size_t weight_bytes_ = 0;
+  std::string description_;
+
+  // Grow-only activation buffers.
+  AlignedBuffer x_, h_, qkv_, attn_, gate_up_, act_, ffn_out_, part_out_, logits_in_;
+  AlignedBuffer matmul_scratch_, attention_scratch_;
+};
+
+DecoderModel::DecoderModel(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
+                           const ModelLoadOptions& options)
+    : file_(std::move(file)), config_(config) {
+  const gguf::GgufFile& f = *file_;
+  const int64_t hidden = config_.hidden_size;
+
+  const gguf::TensorInfo& embd = require_tensor(f, lt::kTokenEmbd);
+  VELLUM_CHECK(embd.shape.size() == 2 && embd.shape[0] == hidden &&
+                   embd.shape[1] == config_.vocab_size,
+               ErrorCode::kInvalidModel, "{}: token_embd.weight has shape [{}], expected [{}, {}]",
+               f.path().string(), fmt::join(embd.shape, ", "), hidden, config_.vocab_size);
+  token_embd_ = embd.data;
+  token_embd_type_ = weight_type_of(f, embd);
+
+  layers_.resize(static_cast<size_t>(config_.num_layers));
+  for (int i = 0; i < config_.num_layers; ++i) load_layer(i, options.precision);
+
+  output_norm_ = load_f32_vector(f, lt::kOutputNorm, hidden);
+  const std::string head_name(config_.tie_word_embeddings ? lt::kTokenEmbd : lt::kOutput);
+  lm_head_ = pack_fused_linear(f, {head_name}, {config_.vocab_size}, hidden, options.precision);
+  weight_bytes_ += lm_head_.weight_bytes();
+
+  std::vector<float> rope_freqs;
+  if (config_.has_rope_freqs) {
+    rope_freqs = load_f32_vector(f, lt::kRopeFreqs, config_.rope_dim / 2);
+  }
+  const float* factors = rope_freqs.empty() ? nullptr : rope_freqs.data();
+  inv_freq_ = config_.rope_inv_freq(factors);
+  inv_freq_sliding_ = config_.rope_inv_freq_sliding(factors);
+
+  auto type_name = [](kernels::WeightType t) { return kernels::weight_type_info(t).name; };
+  const DecoderLayer& first = layers_.front();
+  std::string ffn = config_.num_experts > 0
+                        ? fmt::format("{} experts of width {}, {} used", config_.num_experts,
+                                      config_.expert_intermediate_size, config_.num_experts_used)
+                        : fmt::format("ffn {}", config_.intermediate_size);
+  std::string window;
+  if (config_.num_sliding_layers() > 0) {
+    window = fmt::format(", sliding window {} on {} of {} layers", config_.sliding_window,
+                         config_.num_sliding_layers(), config_.num_layers);
+  }
+  description_ = fmt::format(
+      "{}: {} layers, hidden {}, heads {}/{} (head dim {}), {}, vocab {}{}, weights held as {} "
+      "({:.1f} MiB read per token step)",
+      config_.architecture, config_.num_layers, hidden, config_.num_heads, config_.num_kv_heads,
+      config_.head_dim, ffn, config_.vocab_size, window, type_name(first.qkv.packed_type()),
+      static_cast<double>(weight_bytes_) / (1024.0 * 1024.0));
+}
+
+void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision) {
+  const gguf::GgufFile& f = *file_;
+  const ArchSpec& spec = config_.arch;
+  const int64_t hidden = config_.hidden_size;
+  const int64_t head_dim = config_.head_dim;
+  const int64_t q_rows = config_.num_heads * head_dim;
+  const int64_t kv_rows = config_.num_kv_heads * head_dim;
+  const int64_t ff = config_.intermediate_size;
+  auto name = [layer_idx](std::string_view suffix) { return layer_tensor_name(layer_idx, suffix); };
+  DecoderLayer& layer = layers_[static_cast<size_t>(layer_idx)];
+
+  layer.sliding = config_.layer_is_sliding[static_cast<size_t>(layer_idx)];
+  layer.attn_norm = load_f32_vector(f, name(lt::kAttnNorm), hidden);
+  layer.ffn_norm = load_f32_vector(f, name(lt::kFfnNorm), hidden);
+  if (spec.sandwich_norms) {
+    layer.post_attn_norm = load_f32_vector(f, name(lt::kPostAttentionNorm), hidden);
+    layer.post_ffn_norm = load_f32_vector(f, name(lt::kPostFfwNorm), hidden);
+  }
+  if (spec.qk_norm) {
+    layer.q_norm = load_f32_vector(f, name(lt::kAttnQNorm), head_dim);
+    layer.k_norm = load_f32_vector(f, name(lt::kAttnKNorm), head_dim);
+  }
+  if (spec.qkv_layout == QkvLayout::kFused) {
+    layer.qkv = Projection::load(f, {name(lt::kAttnQkv)}, {q_rows + 2 * kv_rows}, hidden,
+                                 precision);
+    if (config_.has_qkv_bias) {
+      layer.qkv_bias = load_f32_vector(f, name(lt::kAttnQkvBias), q_rows + 2 * kv_rows);
+    }
+  } else {
+    layer.qkv = Projection::load(f, {name(lt::kAttnQ), name(lt::kAttnK), name(lt::kAttnV)},
+                                 {q_rows, kv_rows, kv_rows}, hidden, precision);
+    if (config_.has_qkv_bias) {
+      for (auto [suffix, rows] : {std::pair{lt::kAttnQBias, q_rows}, {lt::kAttnKBias, kv_rows},
+                                  {lt::kAttnVBias, kv_rows}}) {
+        const std::vector<float> part = load_f32_vector(f, name(suffix), rows);
+        layer.qkv_bias.insert(layer.qkv_bias.end(), part.begin(), part.end());
+      }
+    }
+  }
+  layer.attn_out = pack_fused_linear(f, {name(lt::kAttnOutput)}, {hidden}, q_rows, precision);
+  if (config_.has_attn_output_bias) {
+    layer.attn_out_bias = load_f32_vector(f, name(lt::kAttnOutputBias), hidden);
+  }
+  weight_bytes_ += layer.qkv.weight_bytes() + layer.attn_out.weight_bytes();
+
+  if (config_.num_experts > 0) {
+    layer.moe = std::make_unique<MoeFfn>(f, layer_idx, config_, precision);
+    weight_bytes_ += layer.moe->weight_bytes_per_token();
+    return;
+  }
+  if (spec.gate_up_layout == GateUpLayout::kFusedInUp) {
+    layer.gate_up = Projection::load(f, {name(lt::kFfnUp)}, {2 * ff}, hidden, precision);
+  } else {
+    layer.gate_up = Projection::load(f, {name(lt::kFfnGate), name(lt::kFfnUp)}, {ff, ff}, hidden,
+                                     precision);
+  }
+  layer.down = pack_fused_linear(f, {name(lt::kFfnDown)}, {hidden}, ff, precision);
+  weight_bytes_ += layer.gate_up.weight_bytes() + layer.down.weight_bytes();
+}
+
+void* DecoderModel::matmul_scratch(int64_t m) {
+  size_t need = lm_head_.scratch_bytes(m);
+  for (const auto& layer : layers_) {
+    need = std::max({need, layer.qkv.scratch_bytes(m), layer.attn_out.scratch_bytes(m)});
+    if (layer.moe) {
+      need = std::max(need, layer.moe->scratch_bytes(m));
+    } else {
+      need = std::max({need, layer.gate_up.scratch_bytes(m), layer.down.scratch_bytes(m)});
+    }
+  }
+  return need == 0 ? nullptr : grow_bytes(matmul_scratch_, need);
+}
+
+void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
+                                int64_t num_tokens, void* scratch) {
+  if (layer.moe) {
+    layer.moe->forward(out, h, num_tokens, scratch);
+    return;
+  }
+  const int64_t ff = config_.intermediate_size;
+  float* gate_up = grow_floats(gate_up_, num_tokens * 2 * ff);  // (T, gate | up)
+  float* act = grow_floats(act_, num_tokens * ff);              // (T, ff)
+  float* part_out =
+      grow_floats(part_out_, std::max<int64_t>(1, layer.gate_up.part_out_floats(num_tokens)));
+  layer.gate_up.forward(gate_up, h, num_tokens, scratch, part_out);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* row = gate_up + t * 2 * ff;
+    if (config_.arch.activation == FfnActivation::kGeGlu) {
+      ops::gelu_tanh_mul(act + t * ff, row, row + ff, ff);
+    } else {
+      kernels::silu_mul(act + t * ff, row, row + ff, ff);
+    }
+  }
+  layer.down.forward(out, act, num_tokens, scratch);
+}
+
+void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) {
+  const int64_t num_tokens = batch.num_tokens();
+  VELLUM_CHECK(num_tokens > 0, ErrorCode::kInternal, "forward called with an empty batch");
+  const KvCacheShape& kv = kv_cache.shape();
+  VELLUM_CHECK(kv.num_layers == config_.num_layers && kv.num_kv_heads == config_.num_kv_heads &&
+                   kv.head_dim == config_.head_dim,
+               ErrorCode::kInternal, "KV cache shape does not match the model");
+
+  const ArchSpec& spec = config_.arch;
+  const int64_t hidden = config_.hidden_size;
+  const int64_t head_dim = config_.head_dim;
+  const int64_t q_width = config_.num_heads * head_dim;
+  const int64_t kv_width = config_.num_kv_heads * head_dim;
+  const int64_t qkv_width = q_width + 2 * kv_width;
+  const float eps = config_.rms_norm_eps;
+
+  float* x = grow_floats(x_, num_tokens * hidden);            // (T, hidden) residual stream
+  float* h = grow_floats(h_, num_tokens * hidden);            // (T, hidden)
+  float* qkv = grow_floats(qkv_, num_tokens * qkv_width);     // (T, q | k | v)
+  float* attn = grow_floats(attn_, num_tokens * q_width);     // (T, heads * head_dim)
+  float* ffn_out = grow_floats(ffn_out_, num_tokens * hidden);  // (T, hidden)
+  void* scratch = matmul_scratch(num_tokens);
+  int64_t part_floats = 1;
+  for (const auto& layer : layers_) {
+    part_floats = std::max(part_floats, layer.qkv.part_out_floats(num_tokens));
+  }
+  float* part_out = grow_floats(part_out_, part_floats);
+
+  kernels::PagedAttentionParams attn_params;
+  attn_params.num_seqs = batch.num_seqs();
+  attn_params.num_heads = config_.num_heads;
+  attn_params.num_kv_heads = config_.num_kv_heads;
+  attn_params.head_dim = head_dim;
+  attn_params.block_size = kv.block_size;
+  attn_params.max_blocks_per_seq = batch.max_blocks_per_seq;
+  attn_params.scale = config_.attention_scale;
+  attn_params.kv_type = kv.type;
+  attn_params.logit_softcap = config_.attn_logit_softcap;
+  void* attn_scratch = grow_bytes(
+      attention_scratch_,
+      std::max<size_t>(64, kernels::paged_attention_workspace_bytes(
+                               attn_params, batch.max_seq_len(), omp_get_max_threads())));
+
+  kernels::get_rows(x, token_embd_, token_embd_type_, hidden, batch.token_ids.data(), num_tokens);
+  if (spec.scale_embeddings) {
+    ops::scale_inplace(x, num_tokens * hidden, std::sqrt(static_cast<float>(hidden)));
+  }
+
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    DecoderLayer& layer = layers_[static_cast<size_t>(l)];
+    // Attention block.
+    kernels::rms_norm(h, x, layer.attn_norm.data(), num_tokens, hidden, eps);
+    layer.qkv.forward(qkv, h, num_tokens, scratch, part_out);
+    if (!layer.qkv_bias.empty()) {
+      ops::add_bias(qkv, num_tokens, qkv_width, qkv_width, layer.qkv_bias.data());
+    }
+    float* q = qkv;
+    float* k = qkv + q_width;
+    float* v = qkv + q_width + kv_width;
+    if (!layer.q_norm.empty()) {
+      ops::rms_norm_heads(q, qkv_width, num_tokens, config_.num_heads, head_dim,
+                          layer.q_norm.data(), eps);
+      ops::rms_norm_heads(k, qkv_width, num_tokens, config_.num_kv_heads, head_dim,
+                          layer.k_norm.data(), eps);
+    }
+    const float* inv_freq = layer.sliding ? inv_freq_sliding_.data() : inv_freq_.data();
+    const auto rope = spec.rope_style == RopeStyle::kNeox ? &ops::rope_neox_inplace
+                                                           : &kernels::rope_inplace;
+    rope(q, qkv_width, num_tokens, config_.num_heads, head_dim, config_.rope_dim,
+         batch.positions.data(), inv_freq);
+    rope(k, qkv_width, num_tokens, config_.num_kv_heads, head_dim, config_.rope_dim,
+         batch.positions.data(), inv_freq);
+    kernels::reshape_and_cache(k, qkv_width, v, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
+                               batch.slot_mapping.data(), num_tokens, config_.num_kv_heads,
+                               head_dim, kv.block_size, kv.type);
+    attn_params.sliding_window = layer.sliding ? config_.sliding_window : 0;
+    kernels::paged_attention(attn, q, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
+                             batch.block_tables.data(), batch.seq_lens.data(),
+                             batch.query_start_loc.data(), attn_params, attn_scratch);
+    layer.attn_out.forward(h, attn, num_tokens, scratch);
+    if (!layer.attn_out_bias.empty()) {
+      ops::add_bias(h, num_tokens, hidden, hidden, layer.attn_out_bias.data());
+    }
+    if (!layer.post_attn_norm.empty()) {
+      kernels::rms_norm(h, h, layer.post_attn_norm.data(), num_tokens, hidden, eps);
+    }
+    kernels::add_inplace(x, h, num_tokens * hidden);
+
+    // Feed-forward block.
+    kernels::rms_norm(h, x, layer.ffn_norm.data(), num_tokens, hidden, eps);
+    feed_forward(layer, ffn_out, h, num_tokens, scratch);
+    if (!layer.post_ffn_norm.empty()) {
+      kernels::rms_norm(ffn_out, ffn_out, layer.post_ffn_norm.data(), num_tokens, hidden, eps);
+    }
+    kernels::add_inplace(x, ffn_out, num_tokens * hidden);
+  }
+
+  // Final norm and LM head only for the rows whose logits are wanted.
+  const int64_t num_logits = batch.num_logits();
+  if (num_logits == 0) return;
+  float* selected = grow_floats(logits_in_, num_logits * hidden);  // (num_logits, hidden)
+  for (int64_t i = 0; i < num_logits; ++i) {
+    const int64_t t = batch.logits_indices[static_cast<size_t>(i)];
+    VELLUM_ASSERT(t >= 0 && t < num_tokens);
+    std::memcpy(selected + i * hidden, x + t * hidden, sizeof(float) * hidden);
+  }
+  kernels::rms_norm(selected, selected, output_norm_.data(), num_logits, hidden, eps);
+  lm_head_.forward(logits, selected, num_logits, matmul_scratch(num_logits));
+  if (config_.final_logit_softcap > 0.0f) {
+    ops::softcap_inplace(logits, num_logits * config_.vocab_size, config_.final_logit_softcap);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Model> create_decoder_model(std::shared_ptr<const gguf::GgufFile> file,
+                                            const ModelConfig& config,
+                                            const ModelLoadOptions& options) {
+  return std::make_unique<DecoderModel>(std::move(file), config, options);
+}
+
+}  // namespace vellum::model
