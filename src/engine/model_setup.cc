@@ -62,6 +62,7 @@ LoadedModel load_model_file(const ModelConfig& config) {
   loaded.file = gguf::GgufFile::open(config.model);
   loaded.model = model::load_model(loaded.file, model::ModelLoadOptions{parse_dtype(config.dtype)});
   VELLUM_LOG_INFO("{}", loaded.model->describe());
+  VELLUM_LOG_INFO("tensor types in the file: {}", loaded.model->config().weight_type_summary);
   return loaded;
 }
 
