@@ -65,6 +65,7 @@ LoadedModel load_model_file(const ModelConfig& config) {
   loaded.file = gguf::GgufFile::open(config.model);
   loaded.model = model::load_model(loaded.file, model::ModelLoadOptions{parse_dtype(config.dtype)});
   VELLUM_LOG_INFO("{}", loaded.model->describe());
+  VELLUM_LOG_INFO("tensor types in the file: {}", loaded.model->config().weight_type_summary);
   // The kernels each stored weight type runs on (2-D tensors: the matrix products).
   std::vector<kernels::WeightType> types;
   for (const gguf::TensorInfo& t : loaded.file->tensors()) {

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <bit>
@@ -374,10 +375,12 @@ void GgufFile::parse() {
                            t.nbytes <= file_size_ - begin;
     if (!in_bounds) {
       VELLUM_THROW(ErrorCode::kInvalidModel,
-                   "{}: tensor '{}' is out of bounds: its {} bytes at data offset {} (file "
-                   "offset {}) end past the end of the file ({} bytes); the file is truncated "
-                   "(data cut short) or the tensor offset is corrupt",
-                   file, t.name, t.nbytes, t.offset, begin, file_size_);
+                   "{}: tensor '{}' ({} [{}]) is out of bounds: its {} bytes at data offset {} "
+                   "(file offset {}) end past the end of the file ({} bytes); the file is "
+                   "truncated (data cut short: download or convert it again) or the tensor "
+                   "offset is corrupt",
+                   file, t.name, ggml_type_name(t.type), fmt::join(t.shape, ", "), t.nbytes,
+                   t.offset, begin, file_size_);
     }
     t.data = map_ + begin;
   }

@@ -156,15 +156,17 @@ TEST_F(GgufCorrupt, TruncatedTensorInfos) {
 
 TEST_F(GgufCorrupt, TruncatedTensorData) {
   const std::string msg = open_error(bytes_.size() - 40);  // cuts c.weight's bytes
-  EXPECT_THAT(msg, HasSubstr("tensor 'c.weight' is out of bounds"));
+  // Names the tensor, its type and shape, and the problem.
+  EXPECT_THAT(msg, HasSubstr("tensor 'c.weight' (Q8_0 [64, 2]) is out of bounds"));
+  EXPECT_THAT(msg, HasSubstr("end past the end of the file"));
   EXPECT_THAT(msg, HasSubstr("truncated"));
 }
 
 TEST_F(GgufCorrupt, TensorOffsetOutOfBounds) {
   put<uint64_t>(offset_pos("a.weight", 2), uint64_t{1} << 40);
-  EXPECT_THAT(open_error(), HasSubstr("tensor 'a.weight' is out of bounds"));
+  EXPECT_THAT(open_error(), HasSubstr("tensor 'a.weight' (F32 [4, 3]) is out of bounds"));
   put<uint64_t>(offset_pos("a.weight", 2), ~uint64_t{31});  // would wrap around when added
-  EXPECT_THAT(open_error(), HasSubstr("tensor 'a.weight' is out of bounds"));
+  EXPECT_THAT(open_error(), HasSubstr("tensor 'a.weight' (F32 [4, 3]) is out of bounds"));
 }
 
 TEST_F(GgufCorrupt, TensorLargerThanFile) {

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 #include <limits>
 
 #include "gguf/gguf.h"
+#include "gguf/gguf_print.h"
 #include "gguf/gguf_writer.h"
 #include "gguf_test_files.h"
 
@@ -214,6 +219,50 @@ TEST(GgufWriterErrors, RejectsBadTensors) {
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+}
+
+// The per-type table of `vellum inspect`: counts and bytes, largest first.
+TEST(GgufPrint, TensorTypeTotals) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.add_tensor("n1", GgmlType::F32, {8}, std::vector<uint8_t>(32, 0));
+  w.add_tensor("q1", GgmlType::Q4_K, {256, 2}, std::vector<uint8_t>(2 * 144, 0));
+  w.add_tensor("n2", GgmlType::F32, {8}, std::vector<uint8_t>(32, 0));
+  w.add_tensor("q2", GgmlType::Q4_K, {256, 1}, std::vector<uint8_t>(144, 0));
+  w.add_tensor("v", GgmlType::Q6_K, {256, 1}, std::vector<uint8_t>(210, 0));
+  const auto path = scratch_path("types.gguf");
+  w.write(path);
+  const auto f = GgufFile::open(path);
+
+  const std::vector<TensorTypeTotal> totals = tensor_type_totals(*f);
+  ASSERT_EQ(totals.size(), 3u);
+  EXPECT_EQ(totals[0].type, GgmlType::Q4_K);
+  EXPECT_EQ(totals[0].num_tensors, 2);
+  EXPECT_EQ(totals[0].bytes, 432u);
+  EXPECT_EQ(totals[1].type, GgmlType::Q6_K);
+  EXPECT_EQ(totals[1].num_tensors, 1);
+  EXPECT_EQ(totals[1].bytes, 210u);
+  EXPECT_EQ(totals[2].type, GgmlType::F32);
+  EXPECT_EQ(totals[2].num_tensors, 2);
+  EXPECT_EQ(totals[2].bytes, 64u);
+
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* out = open_memstream(&buf, &len);
+  ASSERT_NE(out, nullptr);
+  print_summary(*f, out);
+  std::fclose(out);
+  const std::string text(buf, len);
+  std::free(buf);
+  // The table comes after the metadata and before the tensor list.
+  const size_t table = text.find("tensor types:");
+  ASSERT_NE(table, std::string::npos);
+  EXPECT_LT(text.find("general.architecture"), table);
+  EXPECT_LT(table, text.find("5 tensors:"));
+  // Shares of the 706 bytes.
+  EXPECT_THAT(text, HasSubstr("Q4_K            2            432   61.2%"));
+  EXPECT_THAT(text, HasSubstr("Q6_K            1            210   29.7%"));
+  EXPECT_THAT(text, HasSubstr("F32             2             64    9.1%"));
 }
 
 TEST(GgmlTypes, SizesForEveryKnownType) {
