@@ -69,7 +69,7 @@ class DecoderModel final : public Model {
   std::string description_;
 
   // Grow-only activation buffers.
-  AlignedBuffer x_, h_, qkv_, attn_, gate_up_, act_, ffn_out_, part_out_, logits_in_;
+  AlignedBuffer x_, h_, qkv_, attn_, gate_up_, act_, ffn_out_, logits_in_;
   AlignedBuffer matmul_scratch_, attention_scratch_;
 };
 
@@ -204,13 +204,11 @@ void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
   const int64_t ff = config_.intermediate_size;
   float* gate_up = grow_floats(gate_up_, num_tokens * 2 * ff);  // (T, gate | up)
   float* act = grow_floats(act_, num_tokens * ff);              // (T, ff)
-  float* part_out =
-      grow_floats(part_out_, std::max<int64_t>(1, layer.gate_up.part_out_floats(num_tokens)));
-  layer.gate_up.forward(gate_up, h, num_tokens, scratch, part_out);
+  layer.gate_up.forward(gate_up, h, num_tokens, scratch);
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* row = gate_up + t * 2 * ff;
     if (config_.arch.activation == FfnActivation::kGeGlu) {
-      ops::gelu_tanh_mul(act + t * ff, row, row + ff, ff);
+      kernels::gelu_tanh_mul(act + t * ff, row, row + ff, ff);
     } else {
       kernels::silu_mul(act + t * ff, row, row + ff, ff);
     }
@@ -240,11 +238,6 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   float* attn = grow_floats(attn_, num_tokens * q_width);     // (T, heads * head_dim)
   float* ffn_out = grow_floats(ffn_out_, num_tokens * hidden);  // (T, hidden)
   void* scratch = matmul_scratch(num_tokens);
-  int64_t part_floats = 1;
-  for (const auto& layer : layers_) {
-    part_floats = std::max(part_floats, layer.qkv.part_out_floats(num_tokens));
-  }
-  float* part_out = grow_floats(part_out_, part_floats);
 
   kernels::PagedAttentionParams attn_params;
   attn_params.num_seqs = batch.num_seqs();
@@ -270,7 +263,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     DecoderLayer& layer = layers_[static_cast<size_t>(l)];
     // Attention block.
     kernels::rms_norm(h, x, layer.attn_norm.data(), num_tokens, hidden, eps);
-    layer.qkv.forward(qkv, h, num_tokens, scratch, part_out);
+    layer.qkv.forward(qkv, h, num_tokens, scratch);
     if (!layer.qkv_bias.empty()) {
       ops::add_bias(qkv, num_tokens, qkv_width, qkv_width, layer.qkv_bias.data());
     }
@@ -284,7 +277,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
                           layer.k_norm.data(), eps);
     }
     const float* inv_freq = layer.sliding ? inv_freq_sliding_.data() : inv_freq_.data();
-    const auto rope = spec.rope_style == RopeStyle::kNeox ? &ops::rope_neox_inplace
+    const auto rope = spec.rope_style == RopeStyle::kNeox ? &kernels::rope_neox_inplace
                                                            : &kernels::rope_inplace;
     rope(q, qkv_width, num_tokens, config_.num_heads, head_dim, config_.rope_dim,
          batch.positions.data(), inv_freq);

@@ -127,8 +127,6 @@ void MoeFfn::forward(float* out, const float* h, int64_t num_tokens, void* scrat
   float* gate_up = grow_floats(gate_up_out_, max_rows * 2 * ff);    // (rows, gate | up)
   float* act = grow_floats(act_, max_rows * ff);                    // (rows, ff)
   float* expert_out = grow_floats(expert_out_, max_rows * hidden_);  // (rows, hidden)
-  float* part_out =
-      grow_floats(part_out_, std::max<int64_t>(1, gate_up_[0].part_out_floats(max_rows)));
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(num_tokens * hidden_));
   for (int64_t e = 0; e < num_experts_; ++e) {
     const int32_t begin = expert_begin_[e];
@@ -138,11 +136,11 @@ void MoeFfn::forward(float* out, const float* h, int64_t num_tokens, void* scrat
       std::memcpy(gathered + r * hidden_, h + assigned_token_[begin + r] * hidden_,
                   sizeof(float) * static_cast<size_t>(hidden_));
     }
-    gate_up_[e].forward(gate_up, gathered, rows, scratch, part_out);
+    gate_up_[e].forward(gate_up, gathered, rows, scratch);
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = gate_up + r * 2 * ff;
       if (activation_ == FfnActivation::kGeGlu) {
-        ops::gelu_tanh_mul(act + r * ff, row, row + ff, ff);
+        kernels::gelu_tanh_mul(act + r * ff, row, row + ff, ff);
       } else {
         kernels::silu_mul(act + r * ff, row, row + ff, ff);
       }

@@ -1,11 +1,9 @@
 // Projection: a linear layer whose output rows are the concatenation of several weight tensors
 // (Q|K|V, gate|up), so that one call computes all of them.
 //
-// Parts that share a weight type are fused into one PackedLinear (one matrix product). A file may
-// mix types inside such a group (a Q4_K_M layer with Q4_K q/k and Q6_K v); those parts run as
-// separate products whose outputs are scattered into their columns.
-// TODO(merge): once pack_fused_linear fuses parts of different types, load() can pass all parts
-// in one call and the scatter path serves only expert slices.
+// The parts become one PackedLinear (PackedLinear::pack_parts): parts that share a weight type
+// are one matrix product; a file may mix types inside such a group (a Q4_K_M layer with Q4_K q/k
+// and Q6_K v), and those parts keep their own type and kernel.
 #pragma once
 
 #include <cstdint>
@@ -35,24 +33,19 @@ class Projection {
                                 kernels::MatmulPrecision precision);
 
   // y: (m, n_out) f32; x: (m, n_in) f32, not aliasing y. scratch: scratch_bytes(m) bytes,
-  // 64-byte aligned. part_out: part_out_floats(m) floats (unused when everything is fused).
-  void forward(float* y, const float* x, int64_t m, void* scratch, float* part_out) const;
-  size_t scratch_bytes(int64_t m) const;
-  int64_t part_out_floats(int64_t m) const;
+  // 64-byte aligned.
+  void forward(float* y, const float* x, int64_t m, void* scratch) const {
+    linear_.forward(y, x, m, scratch);
+  }
+  size_t scratch_bytes(int64_t m) const { return linear_.scratch_bytes(m); }
 
-  int64_t n_out() const { return n_out_; }
-  int64_t n_in() const { return n_in_; }
-  size_t weight_bytes() const;
-  kernels::WeightType packed_type() const;  // of the first group
+  int64_t n_out() const { return linear_.n_out(); }
+  int64_t n_in() const { return linear_.n_in(); }
+  size_t weight_bytes() const { return linear_.weight_bytes(); }
+  kernels::WeightType packed_type() const { return linear_.packed_type(); }  // of the first part
 
  private:
-  struct Group {
-    kernels::PackedLinear linear;  // rows [row_offset, row_offset + linear.n_out())
-    int64_t row_offset = 0;
-  };
-  std::vector<Group> groups_;
-  int64_t n_out_ = 0;
-  int64_t n_in_ = 0;
+  kernels::PackedLinear linear_;
 };
 
 }  // namespace vellum::model
