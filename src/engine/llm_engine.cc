@@ -494,7 +494,9 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   core::SchedulerOutput sched = scheduler_->schedule();
   core::ModelRunnerOutput runner_out;
   std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
-  if (sched.total_num_scheduled_tokens > 0) {
+  {
+    // Even in a step that computes nothing: a request that preempted itself (the only one
+    // running) is swapped out in a step with no scheduled tokens, and its blocks are reused next.
     auto moves = [](const auto& list) {
       std::vector<engine::BlockMove> out;
       out.reserve(list.size());
@@ -504,6 +506,8 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     runner_->swap_out(moves(sched.blocks_to_swap_out));
     runner_->swap_in(moves(sched.blocks_to_swap_in));
     runner_->apply_block_copies(moves(sched.blocks_to_copy));
+  }
+  if (sched.total_num_scheduled_tokens > 0) {
 
     const int64_t vocab = vocab_size();
     runner_seqs_.clear();
