@@ -388,7 +388,18 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   rp.stop.stop_token_ids.insert(rp.stop.stop_token_ids.end(), params.stop_token_ids.begin(),
                                 params.stop_token_ids.end());
 
+  if (params.n > config_.scheduler.max_num_seqs) {
+    return "n (" + std::to_string(params.n) + ") must not exceed --max-num-seqs (" +
+           std::to_string(config_.scheduler.max_num_seqs) +
+           "): all of a request's sequences run at once; lower n or raise --max-num-seqs";
+  }
+  if (params.n > 1 || params.use_beam_search) {
+    // The scheduler reserves n seats of --max-num-seqs for the group, so forks stay under it.
+    rp.seq_group_id = request_id;
+    rp.max_num_seqs_in_group = static_cast<int32_t>(params.n);
+  }
   if (params.use_beam_search) {
+    rp.lockstep_group = true;
     return add_beam_search(request_id, prompt_text, prompt_ids, params, rp, max_tokens);
   }
   // n > 1 fans out into child sequences "i_<id>" (spec §2.9). Only child 0 runs the prompt; when
@@ -739,11 +750,10 @@ void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
       num_ready += row_of_beam.count(beam.seq_id);
     }
     if (num_ready != num_live) {
-      // Beams advance in lockstep; one preempted beam would stall the others (their tokens are
-      // due now). Rare (KV pressure); the request ends as aborted rather than diverging.
-      VELLUM_LOG_WARN("beam search request {}: {} of {} beams ran this step (preempted); "
-                      "aborting it",
-                      request_id, num_ready, num_live);
+      // The scheduler serves, preempts and resumes a beam group whole (lockstep_group), so this
+      // is a bug; end the request rather than let its beams diverge.
+      VELLUM_LOG_ERROR("beam search request {}: {} of {} beams ran this step; aborting it",
+                       request_id, num_ready, num_live);
       finished->push_back(finish_beam_group(request_id, true));
       continue;
     }

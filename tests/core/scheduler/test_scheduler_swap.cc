@@ -130,7 +130,8 @@ TEST(SchedulerSwap, VictimServedInTheStepSwapsOutItsCopyOnWriteSource) {
                                      .num_host_blocks = 8});
   FakeModelExecutor executor(5, 16, 8, kVocab);
   Scheduler& s = *scheduler;
-  const TestRequestOptions options{.max_tokens = 6, .eos_token_id = std::nullopt};
+  const TestRequestOptions options{.max_tokens = 6, .eos_token_id = std::nullopt,
+                                   .seq_group_id = "p", .max_num_seqs_in_group = 3};
   auto parent = make_request("p", std::vector<TokenId>(40, 7), 16, options);
   s.add_request(parent);
   SchedulerOutput out = s.schedule();
