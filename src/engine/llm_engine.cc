@@ -163,6 +163,7 @@ class LLMEngineImpl final : public LLMEngine {
   int64_t num_kv_blocks_ = 0;
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
+  int64_t scheduled_tokens_ = 0;
   int64_t prefix_queries_ = 0;
   int64_t prefix_hits_ = 0;
 
@@ -503,6 +504,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   pending_aborts_.clear();
 
   core::SchedulerOutput sched = scheduler_->schedule();
+  scheduled_tokens_ += sched.total_num_scheduled_tokens;
   core::ModelRunnerOutput runner_out;
   std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
   {
@@ -803,6 +805,7 @@ EngineStats LLMEngineImpl::stats() const {
   s.num_preemptions = scheduler_->num_preemptions_total();
   s.prompt_tokens = prompt_tokens_;
   s.generation_tokens = generation_tokens_;
+  s.scheduled_tokens = scheduled_tokens_;
   s.num_kv_blocks = num_kv_blocks_;
   s.block_size = config_.cache.block_size;
   return s;
