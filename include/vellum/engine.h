@@ -44,6 +44,7 @@ struct EngineStats {
   int64_t num_preemptions = 0;            // cumulative
   int64_t prompt_tokens = 0;              // cumulative, computed (not cached) prompt tokens
   int64_t generation_tokens = 0;          // cumulative
+  int64_t scheduled_tokens = 0;           // cumulative tokens computed (prefill chunks + decode)
   int64_t num_kv_blocks = 0;
   int64_t block_size = 0;
 };

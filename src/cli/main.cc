@@ -13,6 +13,9 @@
 int main(int argc, char** argv) {
   CLI::App app{"Vellum: LLM inference and serving on the CPU"};
   app.require_subcommand(1);
+  // Global options are accepted after the subcommand too (`vellum generate ... --log-level
+  // info`): subcommands created below inherit this and pass options they lack to the app.
+  app.fallthrough();
   std::string log_level = "warning";
   app.add_option("--log-level", log_level, "debug, info, warning, error")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}));

@@ -27,7 +27,9 @@
     }                                                                                      \
   } while (0)
 
-#ifdef NDEBUG
+// Invariant checks (check_invariants() after every mutation): debug builds, and any build with
+// -DVELLUM_INVARIANTS=ON (CMake), which scripts/test.sh uses for its test runs.
+#if defined(NDEBUG) && !defined(VELLUM_INVARIANTS)
 #define VELLUM_DEBUG_ONLY(stmt) \
   do {                          \
   } while (0)

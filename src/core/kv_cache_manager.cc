@@ -225,6 +225,7 @@ bool KVCacheManager::free(std::string_view request_id) {
     std::vector<BlockId> reversed(it->second.block_ids.rbegin(), it->second.block_ids.rend());
     pool_.free_blocks(reversed);
     device_tables_.erase(it);
+    drop_copies_into_free_blocks();
     debug_check();
     return true;
   }

@@ -160,13 +160,16 @@ class KVCacheManager {
   // kInvalidArgument if the parent is not resident or the child id is already in use.
   void fork(std::string_view parent_id, const std::string& child_id);
 
-  // The (src, dst) device block copies recorded by copy-on-write since the last call.
+  // The (src, dst) device block copies recorded by copy-on-write since the last call, less those
+  // whose destination was freed or swapped out meanwhile.
   std::vector<BlockCopy> take_copy_on_writes();
 
   // True if the host tier has room for every distinct device block of the group.
   bool can_swap_out(std::span<const std::string> request_ids) const;
   // Moves the group's blocks to the host tier (blocks shared inside the group are copied once)
-  // and frees the device blocks. Returns the (device, host) moves in table order. Throws
+  // and frees the device blocks. Returns the (device, host) moves in table order; a block copied
+  // on write since the last take_copy_on_writes() is moved from the copy's source, and the copy
+  // is dropped (the runner applies swap-outs before copies). Throws
   // kInvalidArgument for a request that is not resident, kOutOfMemory (changing nothing) when the
   // host tier is too small: check can_swap_out first.
   std::vector<BlockSwap> swap_out(std::span<const std::string> request_ids);
@@ -215,6 +218,9 @@ class KVCacheManager {
   // Shared (ref_cnt > 1) blocks that a write starting at token first_write_token would hit.
   int num_copy_on_write_blocks(const DeviceTable& table, int first_write_token) const;
   void copy_on_write(DeviceTable& table, int first_write_token);
+  // Forgets pending copies whose destination was freed before the step ran (its request was
+  // preempted or finished right after its copy-on-write): nobody reads that block.
+  void drop_copies_into_free_blocks();
   void debug_check() const;
 
   KVCacheConfig config_;

@@ -134,9 +134,27 @@ std::vector<BlockSwap> KVCacheManager::swap_out(std::span<const std::string> req
   }
   std::vector<BlockSwap> mapping;
   mapping.reserve(distinct.size());
-  for (size_t i = 0; i < distinct.size(); ++i) mapping.push_back({distinct[i], host_ids[i]});
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    // A block copied on write in this step (its request was served, then preempted) does not
+    // hold its data yet: swap-outs run before the copies, and its device block may be reused in
+    // the same step. Swap out the copy's source instead, which holds the same data until then,
+    // and drop the copy.
+    BlockId src = distinct[i];
+    auto copy = std::find_if(pending_copies_.begin(), pending_copies_.end(),
+                             [&](const BlockCopy& c) { return c.dst == distinct[i]; });
+    if (copy != pending_copies_.end()) {
+      src = copy->src;
+      pending_copies_.erase(copy);
+    }
+    mapping.push_back({src, host_ids[i]});
+  }
   debug_check();
   return mapping;
+}
+
+void KVCacheManager::drop_copies_into_free_blocks() {
+  std::erase_if(pending_copies_,
+                [&](const BlockCopy& c) { return pool_.block(c.dst).ref_cnt == 0; });
 }
 
 AllocStatus KVCacheManager::can_swap_in(std::span<const Request* const> group,

@@ -59,6 +59,16 @@ struct RequestParams {
   // because cached positions would have no logits.
   bool skip_reading_prefix_cache = false;
   RequestStopParams stop;
+  // Parallel sampling (n > 1) and beam search: the sequences of one user request form a group
+  // sharing seq_group_id (empty: the request is a group of its own). Forked children copy it.
+  std::string seq_group_id;
+  // Sequences the group may run at once (n, or the beam width). The scheduler reserves that
+  // many of max_num_seqs while any member runs (vLLM V0's get_max_num_running_seqs), so forks
+  // never push the running count past the cap.
+  int32_t max_num_seqs_in_group = 1;
+  // Beam search: the members advance in lockstep (every live beam samples in the same step), so
+  // the scheduler serves, preempts (by recompute) and resumes them together.
+  bool lockstep_group = false;
 };
 
 // Why a request stopped: nothing, a stop token id, or a stop string.
@@ -72,6 +82,10 @@ class Request {
 
   const std::string& request_id() const { return request_id_; }
   const RequestParams& params() const { return params_; }
+  // params().seq_group_id, or the request id for a request that is a group of its own.
+  const std::string& group_id() const {
+    return params_.seq_group_id.empty() ? request_id_ : params_.seq_group_id;
+  }
 
   std::span<const TokenId> prompt_token_ids() const { return prompt_token_ids_; }
   std::span<const TokenId> output_token_ids() const { return output_token_ids_; }

@@ -270,8 +270,8 @@ void EngineClient::loop() {
     if (observer) {
       StepReport report;
       report.stats = after;
-      report.num_scheduled_tokens = (after.prompt_tokens - before.prompt_tokens) +
-                                    (after.generation_tokens - before.generation_tokens);
+      // The scheduler's count: a chunked prompt counts chunk by chunk.
+      report.num_scheduled_tokens = after.scheduled_tokens - before.scheduled_tokens;
       report.outputs = &outputs;
       observer(report);
     }

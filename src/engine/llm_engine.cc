@@ -163,6 +163,7 @@ class LLMEngineImpl final : public LLMEngine {
   int64_t num_kv_blocks_ = 0;
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
+  int64_t scheduled_tokens_ = 0;
   int64_t prefix_queries_ = 0;
   int64_t prefix_hits_ = 0;
 
@@ -402,7 +403,18 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   rp.stop.stop_token_ids.insert(rp.stop.stop_token_ids.end(), params.stop_token_ids.begin(),
                                 params.stop_token_ids.end());
 
+  if (params.n > config_.scheduler.max_num_seqs) {
+    return "n (" + std::to_string(params.n) + ") must not exceed --max-num-seqs (" +
+           std::to_string(config_.scheduler.max_num_seqs) +
+           "): all of a request's sequences run at once; lower n or raise --max-num-seqs";
+  }
+  if (params.n > 1 || params.use_beam_search) {
+    // The scheduler reserves n seats of --max-num-seqs for the group, so forks stay under it.
+    rp.seq_group_id = request_id;
+    rp.max_num_seqs_in_group = static_cast<int32_t>(params.n);
+  }
   if (params.use_beam_search) {
+    rp.lockstep_group = true;
     return add_beam_search(request_id, prompt_text, prompt_ids, params, rp, max_tokens);
   }
   // n > 1 fans out into child sequences "i_<id>" (spec §2.9). Only child 0 runs the prompt; when
@@ -506,9 +518,12 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   pending_aborts_.clear();
 
   core::SchedulerOutput sched = scheduler_->schedule();
+  scheduled_tokens_ += sched.total_num_scheduled_tokens;
   core::ModelRunnerOutput runner_out;
   std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
-  if (sched.total_num_scheduled_tokens > 0) {
+  {
+    // Even in a step that computes nothing: a request that preempted itself (the only one
+    // running) is swapped out in a step with no scheduled tokens, and its blocks are reused next.
     auto moves = [](const auto& list) {
       std::vector<engine::BlockMove> out;
       out.reserve(list.size());
@@ -518,6 +533,8 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     runner_->swap_out(moves(sched.blocks_to_swap_out));
     runner_->swap_in(moves(sched.blocks_to_swap_in));
     runner_->apply_block_copies(moves(sched.blocks_to_copy));
+  }
+  if (sched.total_num_scheduled_tokens > 0) {
 
     const int64_t vocab = vocab_size();
     runner_seqs_.clear();
@@ -749,11 +766,10 @@ void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
       num_ready += row_of_beam.count(beam.seq_id);
     }
     if (num_ready != num_live) {
-      // Beams advance in lockstep; one preempted beam would stall the others (their tokens are
-      // due now). Rare (KV pressure); the request ends as aborted rather than diverging.
-      VELLUM_LOG_WARN("beam search request {}: {} of {} beams ran this step (preempted); "
-                      "aborting it",
-                      request_id, num_ready, num_live);
+      // The scheduler serves, preempts and resumes a beam group whole (lockstep_group), so this
+      // is a bug; end the request rather than let its beams diverge.
+      VELLUM_LOG_ERROR("beam search request {}: {} of {} beams ran this step; aborting it",
+                       request_id, num_ready, num_live);
       finished->push_back(finish_beam_group(request_id, true));
       continue;
     }
@@ -803,6 +819,7 @@ EngineStats LLMEngineImpl::stats() const {
   s.num_preemptions = scheduler_->num_preemptions_total();
   s.prompt_tokens = prompt_tokens_;
   s.generation_tokens = generation_tokens_;
+  s.scheduled_tokens = scheduled_tokens_;
   s.num_kv_blocks = num_kv_blocks_;
   s.block_size = config_.cache.block_size;
   return s;

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -115,6 +116,30 @@ TEST(EngineClient, AbortWhileDecodingFreesTheBlocks) {
   client.abort("unknown");   // never existed: ignored
   auto after = client.submit("after", std::string("The"), greedy(4));
   EXPECT_EQ(drain(*after).back().outputs.at(0).token_ids.size(), 4u);
+}
+
+// iteration_tokens_total is fed from StepReport.num_scheduled_tokens: under chunked prefill a
+// step counts the chunk it computed, not the whole prompt.
+TEST(EngineClient, StepReportCountsPrefillChunks) {
+  VELLUM_REQUIRE_MODEL_FILE(model, "stories260K.gguf");
+  EngineConfig config = tiny_engine_config(model);
+  config.scheduler.max_num_batched_tokens = 32;
+  config.scheduler.max_num_seqs = 4;
+  EngineClient client(config);
+  ASSERT_TRUE(client.wait_until_ready());
+  std::mutex mu;
+  std::vector<int64_t> per_step;
+  client.set_step_observer([&](const StepReport& report) {
+    std::lock_guard lock(mu);
+    if (report.num_scheduled_tokens > 0) per_step.push_back(report.num_scheduled_tokens);
+  });
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 100; ++i) prompt.push_back(3 + (i * 37) % 400);
+  auto stream = client.submit("chunked", prompt, greedy(3));
+  ASSERT_EQ(drain(*stream).back().outputs.at(0).token_ids.size(), 3u);
+  std::lock_guard lock(mu);
+  // 100 prompt tokens in chunks of 32, 32, 32, 4 (the last one samples), then 2 decode steps.
+  EXPECT_EQ(per_step, (std::vector<int64_t>{32, 32, 32, 4, 1, 1}));
 }
 
 TEST(EngineClient, ManyThreadsSubmitAndReadConcurrently) {

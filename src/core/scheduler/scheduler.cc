@@ -3,6 +3,7 @@
 #include "core/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "common/check.h"
@@ -39,6 +40,11 @@ void Scheduler::add_request(std::shared_ptr<Request> request) {
                  "request {} needs a BlockHasher with block size {} because prefix caching is on",
                  id, kv_.block_size());
   }
+  const int num_seqs = request->params().max_num_seqs_in_group;
+  VELLUM_CHECK(num_seqs >= 1 && num_seqs <= config_.max_num_seqs, ErrorCode::kInvalidArgument,
+               "request {} needs {} sequences at once but max_num_seqs is {}; lower n (or the "
+               "beam width) or raise max_num_seqs",
+               id, num_seqs, config_.max_num_seqs);
   waiting_.add(request.get());
   requests_.emplace(id, std::move(request));
 }
@@ -86,64 +92,151 @@ void Scheduler::preempt(Request& request, bool force_recompute) {
   waiting_.prepend(&request);
 }
 
+std::vector<Request*> Scheduler::running_members(const Request& request) const {
+  std::vector<Request*> members;
+  for (Request* r : running_) {
+    if (r->group_id() == request.group_id()) members.push_back(r);
+  }
+  return members;
+}
+
+std::vector<Request*> Scheduler::waiting_members(const Request& request) const {
+  std::vector<Request*> members;
+  for (Request* r : waiting_.requests()) {
+    if (r->group_id() == request.group_id()) members.push_back(r);
+  }
+  return members;
+}
+
+int Scheduler::num_running_seats() const {
+  int seats = 0;
+  std::vector<std::string_view> seen;
+  for (const Request* r : running_) {
+    if (r->params().max_num_seqs_in_group <= 1) {
+      ++seats;
+      continue;
+    }
+    if (std::find(seen.begin(), seen.end(), r->group_id()) != seen.end()) continue;
+    seen.push_back(r->group_id());
+    seats += r->params().max_num_seqs_in_group;
+  }
+  return seats;
+}
+
+int Scheduler::seats_needed(const Request& request) const {
+  for (const Request* r : running_) {
+    if (r->group_id() == request.group_id()) return 0;
+  }
+  return std::max(request.params().max_num_seqs_in_group, 1);
+}
+
+std::vector<int> Scheduler::plan_unit_tokens(std::span<Request* const> unit,
+                                             int token_budget) const {
+  std::vector<int> tokens(unit.size(), 0);
+  if (unit.size() == 1) {
+    tokens[0] = num_new_tokens_for(*unit[0], token_budget);
+    return tokens;
+  }
+  // Finish together if every member can compute all its remaining tokens within the budget.
+  bool finish = true;
+  int total = 0;
+  for (size_t m = 0; m < unit.size(); ++m) {
+    const int remaining = unit[m]->num_tokens_with_spec() - unit[m]->num_computed_tokens;
+    const int capped = num_new_tokens_for(*unit[m], std::numeric_limits<int>::max());
+    finish = finish && remaining > 0 && capped == remaining;
+    total += remaining;
+  }
+  finish = finish && total <= token_budget;
+  for (size_t m = 0; m < unit.size(); ++m) {
+    const int remaining = unit[m]->num_tokens_with_spec() - unit[m]->num_computed_tokens;
+    int n = num_new_tokens_for(*unit[m], token_budget);
+    if (!finish) n = std::min(n, remaining - 1);
+    tokens[m] = std::max(n, 0);
+    token_budget -= tokens[m];
+  }
+  return tokens;
+}
+
+void Scheduler::preempt_unit(Request* victim, int& token_budget, std::vector<Planned>& planned,
+                             std::vector<Request*>& preempted) {
+  const bool lockstep = victim->params().lockstep_group;
+  std::vector<Request*> members = lockstep ? running_members(*victim) : std::vector{victim};
+  // Last member first: each one is prepended to the waiting queue, which keeps running order.
+  for (auto it = members.rbegin(); it != members.rend(); ++it) {
+    Request* member = *it;
+    running_.erase(std::find(running_.begin(), running_.end(), member));
+    // Already served this step (priority policy, or an earlier member of the unit): undo it.
+    auto p = std::find_if(planned.begin(), planned.end(),
+                          [&](const Planned& x) { return x.request == member; });
+    if (p != planned.end()) {
+      token_budget += p->num_tokens;
+      planned.erase(p);
+    }
+    // A lockstep group resumes together from the waiting queue; swapped members could come back
+    // one at a time.
+    preempt(*member, /*force_recompute=*/lockstep);
+    preempted.push_back(member);
+  }
+}
+
 void Scheduler::schedule_running(int& token_budget, std::vector<Planned>& planned,
                                  std::vector<Request*>& preempted) {
   size_t i = 0;
   while (i < running_.size() && token_budget > 0) {
     Request* request = running_[i];
-    const int n = num_new_tokens_for(*request, token_budget);
-    if (n == 0) {
-      // Nothing to compute now (e.g. its last step's token is not back yet with overlapping
-      // steps). Skip rather than stop, as vLLM does.
-      ++i;
-      continue;
+    // A unit is served whole: a request, or a lockstep group (from its first running member).
+    std::vector<Request*> unit = {request};
+    if (request->params().lockstep_group) {
+      unit = running_members(*request);
+      if (unit.front() != request) {
+        ++i;
+        continue;
+      }
     }
-    AllocateSlotsArgs args;
-    args.num_new_tokens = n;
-    args.num_lookahead_tokens = config_.num_lookahead_tokens;
-    std::optional<std::vector<BlockId>> new_blocks;
-    while (true) {
-      new_blocks = kv_.allocate_slots(*request, args);
-      if (new_blocks.has_value()) break;
-      size_t victim_idx = running_.size() - 1;  // FCFS: the newest running request
-      if (config_.policy == SchedulingPolicy::kPriority) {
-        // The worst (priority, arrival_time); the first one on ties, like Python's max().
-        victim_idx = 0;
-        for (size_t j = 1; j < running_.size(); ++j) {
-          const auto& p = running_[j]->params();
-          const auto& q = running_[victim_idx]->params();
-          if (std::tie(p.priority, p.arrival_time) > std::tie(q.priority, q.arrival_time)) {
-            victim_idx = j;
+    const std::vector<int> num_tokens = plan_unit_tokens(unit, token_budget);
+    bool unit_preempted = false;
+    for (size_t m = 0; m < unit.size() && !unit_preempted; ++m) {
+      // Zero: nothing to compute now (e.g. its last step's token is not back yet with
+      // overlapping steps, or a lockstep member waiting for the others). Skip rather than stop,
+      // as vLLM does.
+      if (num_tokens[m] == 0) continue;
+      AllocateSlotsArgs args;
+      args.num_new_tokens = num_tokens[m];
+      args.num_lookahead_tokens = config_.num_lookahead_tokens;
+      while (!kv_.allocate_slots(*unit[m], args).has_value()) {
+        size_t victim_idx = running_.size() - 1;  // FCFS: the newest running request
+        if (config_.policy == SchedulingPolicy::kPriority) {
+          // The worst (priority, arrival_time); the first one on ties, like Python's max().
+          victim_idx = 0;
+          for (size_t j = 1; j < running_.size(); ++j) {
+            const auto& p = running_[j]->params();
+            const auto& q = running_[victim_idx]->params();
+            if (std::tie(p.priority, p.arrival_time) > std::tie(q.priority, q.arrival_time)) {
+              victim_idx = j;
+            }
           }
         }
+        Request* victim = running_[victim_idx];
+        unit_preempted = std::find(unit.begin(), unit.end(), victim) != unit.end();
+        preempt_unit(victim, token_budget, planned, preempted);
+        // It preempted itself: nothing left to take blocks from.
+        if (unit_preempted) break;
       }
-      Request* victim = running_[victim_idx];
-      running_.erase(running_.begin() + static_cast<ptrdiff_t>(victim_idx));
-      if (victim_idx < i) {
-        // Already served this step (priority policy only): undo it and give its budget back.
-        auto it = std::find_if(planned.begin(), planned.end(),
-                               [&](const Planned& p) { return p.request == victim; });
-        if (it != planned.end()) {
-          token_budget += it->num_tokens;
-          planned.erase(it);
-        }
-        --i;
-      }
-      preempt(*victim, /*force_recompute=*/false);
-      preempted.push_back(victim);
-      if (victim == request) break;  // it preempted itself: nothing left to take blocks from
+      if (unit_preempted) break;
+      planned.push_back({unit[m], num_tokens[m], ScheduledKind::kRunning});
+      token_budget -= num_tokens[m];
     }
-    if (!new_blocks.has_value()) break;
-    planned.push_back({request, n, ScheduledKind::kRunning});
-    token_budget -= n;
-    ++i;
+    if (unit_preempted) break;
+    // Preemptions may have removed requests before this one.
+    i = static_cast<size_t>(std::find(running_.begin(), running_.end(), request) -
+                            running_.begin()) + 1;
   }
 }
 
 void Scheduler::schedule_swapped(int& token_budget, std::vector<Planned>& planned) {
   while (!swapped_.empty() && token_budget > 0) {
-    if (static_cast<int>(running_.size()) >= config_.max_num_seqs) break;
     Request* request = swapped_.peek();
+    if (num_running_seats() + seats_needed(*request) > config_.max_num_seqs) break;
     const Request* const group[] = {request};
     const AllocStatus status = kv_.can_swap_in(group, config_.num_lookahead_tokens);
     if (status == AllocStatus::kLater) break;
@@ -182,9 +275,13 @@ void Scheduler::schedule_swapped(int& token_budget, std::vector<Planned>& planne
 
 void Scheduler::schedule_waiting(int& token_budget, std::vector<Planned>& planned) {
   while (!waiting_.empty() && token_budget > 0) {
-    if (static_cast<int>(running_.size()) >= config_.max_num_seqs) break;
     Request* request = waiting_.peek();
+    if (num_running_seats() + seats_needed(*request) > config_.max_num_seqs) break;
     VELLUM_ASSERT(request->num_computed_tokens == 0);
+    if (request->params().lockstep_group && waiting_members(*request).size() > 1) {
+      if (!admit_lockstep_group(request, token_budget, planned)) break;  // head-of-line
+      continue;
+    }
     ComputedBlocks hit = kv_.get_computed_blocks(*request);
     int n = request->num_tokens() - hit.num_computed_tokens;
     const int threshold = config_.long_prefill_token_threshold;
@@ -210,6 +307,71 @@ void Scheduler::schedule_waiting(int& token_budget, std::vector<Planned>& planne
     planned.push_back({request, n, kind});
     token_budget -= n;
   }
+}
+
+bool Scheduler::admit_lockstep_group(Request* head, int& token_budget,
+                                     std::vector<Planned>& planned) {
+  const std::vector<Request*> unit = waiting_members(*head);
+  // Estimated remaining tokens (members after the first may hit more of the cache once the
+  // first has allocated): they decide whether the group can finish its prefill together. The
+  // lookups count twice in the prefix-cache stats; group resumes are rare.
+  int total = 0;
+  bool finish = true;
+  for (Request* r : unit) {
+    const int remaining = r->num_tokens() - kv_.get_computed_blocks(*r).num_computed_tokens;
+    const int threshold = config_.long_prefill_token_threshold;
+    finish = finish && !(threshold > 0 && threshold < remaining);
+    total += remaining;
+  }
+  finish = finish && total <= token_budget;
+  if (!finish && !config_.enable_chunked_prefill) return false;
+
+  std::vector<int> num_tokens;
+  int budget = token_budget;
+  size_t num_allocated = 0;
+  for (Request* r : unit) {
+    ComputedBlocks hit = kv_.get_computed_blocks(*r);
+    if (!finish && r->num_tokens() - hit.num_computed_tokens < 2 && !hit.block_ids.empty()) {
+      // Keep at least one token to compute without sampling: give up the last hit block.
+      hit.block_ids.pop_back();
+      hit.num_computed_tokens = static_cast<int>(hit.block_ids.size()) * kv_.block_size();
+    }
+    int n = r->num_tokens() - hit.num_computed_tokens;
+    const int threshold = config_.long_prefill_token_threshold;
+    if (threshold > 0 && threshold < n) n = threshold;
+    if (!finish) n = std::min({n, r->num_tokens() - hit.num_computed_tokens - 1, budget});
+    if (n <= 0) break;
+    AllocateSlotsArgs args;
+    args.num_new_tokens = n;
+    args.num_new_computed_tokens = hit.num_computed_tokens;
+    args.new_computed_blocks = std::move(hit.block_ids);
+    args.full_sequence_must_fit = config_.scheduler_reserve_full_isl;
+    if (!kv_.allocate_slots(*r, args).has_value()) break;
+    r->num_computed_tokens = hit.num_computed_tokens;
+    num_tokens.push_back(n);
+    budget -= n;
+    ++num_allocated;
+  }
+  if (num_allocated < unit.size()) {
+    // All or none: release what the first members took. (Their blocks return to the free queue
+    // and stay cached, so the next attempt hits them again.)
+    for (size_t m = 0; m < num_allocated; ++m) {
+      kv_.free(unit[m]->request_id());
+      unit[m]->num_computed_tokens = 0;
+    }
+    return false;
+  }
+  for (size_t m = 0; m < unit.size(); ++m) {
+    Request* r = unit[m];
+    waiting_.remove(r);
+    running_.push_back(r);
+    const ScheduledKind kind =
+        r->status == RequestStatus::kWaiting ? ScheduledKind::kNew : ScheduledKind::kResumed;
+    r->status = RequestStatus::kRunning;
+    planned.push_back({r, num_tokens[m], kind});
+  }
+  token_budget = budget;
+  return true;
 }
 
 ScheduledRequest Scheduler::commit(const Planned& planned) {
@@ -259,7 +421,7 @@ SchedulerOutput Scheduler::schedule() {
     out.total_num_scheduled_tokens += p.num_tokens;
   }
   VELLUM_ASSERT(out.total_num_scheduled_tokens <= config_.token_budget());
-  VELLUM_ASSERT(static_cast<int>(running_.size()) <= config_.max_num_seqs);
+  VELLUM_ASSERT(num_running_seats() <= config_.max_num_seqs);
 
   out.blocks_to_swap_out = std::move(pending_swap_out_);
   pending_swap_out_.clear();

@@ -135,6 +135,24 @@ class Scheduler {
 
   void schedule_running(int& token_budget, std::vector<Planned>& planned,
                         std::vector<Request*>& preempted);
+  // Tokens for each member of a unit (one request, or a lockstep group's running members in
+  // running order). A lockstep group samples only when every member finishes this step; until
+  // then each member stops one token short, so none samples alone.
+  std::vector<int> plan_unit_tokens(std::span<Request* const> unit, int token_budget) const;
+  // Removes the victim (and every running member of its lockstep group) from running_, undoes
+  // what this step planned for them and preempts them.
+  void preempt_unit(Request* victim, int& token_budget, std::vector<Planned>& planned,
+                    std::vector<Request*>& preempted);
+  // Admits the waiting members of the head request's lockstep group together, or none of them.
+  bool admit_lockstep_group(Request* head, int& token_budget, std::vector<Planned>& planned);
+  // Members of the request's group in running_ (running order) / waiting_ (serving order).
+  std::vector<Request*> running_members(const Request& request) const;
+  std::vector<Request*> waiting_members(const Request& request) const;
+  // Seats of max_num_seqs taken by running requests: each group with a running member holds its
+  // max_num_seqs_in_group.
+  int num_running_seats() const;
+  // Seats admitting `request` would add: none if a member of its group is already running.
+  int seats_needed(const Request& request) const;
   void schedule_swapped(int& token_budget, std::vector<Planned>& planned);
   void schedule_waiting(int& token_budget, std::vector<Planned>& planned);
   // Tokens a running / swapped-in request may compute now under the budget and caps.

@@ -1,6 +1,7 @@
 // Scheduler: the update half of a step (update_from_output), finishing requests, cache reset,
 // queries, stats and invariants.
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/check.h"
@@ -197,8 +198,19 @@ void Scheduler::check_invariants() const {
     VELLUM_CHECK(ok, ErrorCode::kInternal, "scheduler invariant: {}", what);
   };
   std::unordered_set<const Request*> seen;
-  fail_unless(static_cast<int>(running_.size()) <= config_.max_num_seqs,
-              fmt::format("{} running > max_num_seqs {}", running_.size(), config_.max_num_seqs));
+  fail_unless(num_running_seats() <= config_.max_num_seqs,
+              fmt::format("{} running requests take {} seats > max_num_seqs {}", running_.size(),
+                          num_running_seats(), config_.max_num_seqs));
+  // A lockstep group lives in one queue: it is served, preempted and resumed whole.
+  std::unordered_map<std::string_view, RequestStatus> lockstep_queue;
+  for (const auto& [id, r] : requests_) {
+    if (!r->params().lockstep_group) continue;
+    const RequestStatus queue =
+        r->status == RequestStatus::kWaiting ? RequestStatus::kPreempted : r->status;
+    auto [it, inserted] = lockstep_queue.emplace(r->group_id(), queue);
+    fail_unless(inserted || it->second == queue,
+                "lockstep group " + r->group_id() + " is split across queues");
+  }
   for (const Request* r : running_) {
     const std::string& id = r->request_id();
     fail_unless(seen.insert(r).second, "request " + id + " queued twice");
@@ -251,6 +263,15 @@ void Scheduler::fork_request(std::string_view parent_id, std::shared_ptr<Request
                "fork_request: child {} must be new and hold at least the parent's {} computed "
                "tokens (has {})",
                id, parent.num_computed_tokens, child->num_tokens());
+  VELLUM_CHECK(child->group_id() == parent.group_id(), ErrorCode::kInvalidArgument,
+               "fork_request: child {} must carry its parent's seq_group_id '{}'", id,
+               parent.group_id());
+  int num_members = 1;
+  for (const auto& [other_id, r] : requests_) num_members += r->group_id() == parent.group_id();
+  VELLUM_CHECK(num_members <= parent.params().max_num_seqs_in_group, ErrorCode::kInvalidArgument,
+               "fork_request: group {} would have {} sequences but reserved only {} "
+               "(max_num_seqs_in_group)",
+               parent.group_id(), num_members, parent.params().max_num_seqs_in_group);
   kv_.fork(parent_id, id);
   child->status = RequestStatus::kRunning;
   child->num_computed_tokens = parent.num_computed_tokens;

@@ -58,6 +58,9 @@ struct TestRequestOptions {
   int priority = 0;
   double arrival_time = 0.0;
   bool skip_reading_prefix_cache = false;  // what prompt_logprobs implies
+  std::string seq_group_id;                // n > 1 / beam search group; empty: alone
+  int max_num_seqs_in_group = 1;
+  bool lockstep_group = false;             // beam search
 };
 
 inline std::shared_ptr<Request> make_request(const std::string& id, std::vector<TokenId> prompt,
@@ -70,6 +73,9 @@ inline std::shared_ptr<Request> make_request(const std::string& id, std::vector<
   params.stop.min_tokens = o.min_tokens;
   params.stop.eos_token_id = o.eos_token_id;
   params.stop.stop_token_ids = o.stop_token_ids;
+  params.seq_group_id = o.seq_group_id;
+  params.max_num_seqs_in_group = o.max_num_seqs_in_group;
+  params.lockstep_group = o.lockstep_group;
   return std::make_shared<Request>(id, std::move(prompt), std::move(params),
                                    BlockHasher(block_size));
 }

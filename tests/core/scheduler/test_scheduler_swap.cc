@@ -118,5 +118,51 @@ TEST(SchedulerSwap, AbortOfASwappedRequestFreesItsHostBlocks) {
   EXPECT_EQ(rig.last.finished_req_ids, (Ids{"1"}));
 }
 
+// Under the priority policy the victim may be a request already served in the step (ties go to
+// the first running one). Here the parent "p" copies its shared partial block on write, then
+// a child needs a block too and "p" is swapped out: the host must receive the block's data
+// (the copy's source), not the copy's still-unwritten destination.
+TEST(SchedulerSwap, VictimServedInTheStepSwapsOutItsCopyOnWriteSource) {
+  auto scheduler = create_scheduler({.max_num_seqs = 4, .max_num_batched_tokens = 200,
+                                     .block_size = 16, .num_blocks = 5,
+                                     .policy = SchedulingPolicy::kPriority,
+                                     .preemption_mode = PreemptionMode::kSwap,
+                                     .num_host_blocks = 8});
+  FakeModelExecutor executor(5, 16, 8, kVocab);
+  Scheduler& s = *scheduler;
+  const TestRequestOptions options{.max_tokens = 6, .eos_token_id = std::nullopt,
+                                   .seq_group_id = "p", .max_num_seqs_in_group = 3};
+  auto parent = make_request("p", std::vector<TokenId>(40, 7), 16, options);
+  s.add_request(parent);
+  SchedulerOutput out = s.schedule();
+  s.update_from_output(out, executor.execute(out));  // 3 blocks; the third is partial
+  for (const char* id : {"c1", "c2"}) {
+    auto child = make_request(id, std::vector<TokenId>(40, 7), 16, options);
+    child->append_output_token_ids(parent->output_token_ids());
+    s.fork_request("p", child);
+  }
+
+  // "p" copies the shared block 2 into the last free block; "c1" needs a copy too, so "p" (tied
+  // on priority, first in running order) is preempted; "c2" then writes block 2 alone.
+  out = s.schedule();
+  EXPECT_EQ(out.preempted_req_ids, (Ids{"p"}));
+  EXPECT_EQ(out.scheduled_req_ids(), (Ids{"c1", "c2"}));
+  EXPECT_EQ(out.blocks_to_copy.size(), 1u) << "only c1's copy is left";
+  ASSERT_EQ(out.blocks_to_swap_out.size(), 3u);
+  s.update_from_output(out, executor.execute(out));
+  s.check_invariants();
+  for (int i = 0; i < 20 && s.has_requests(); ++i) {
+    out = s.schedule();
+    s.update_from_output(out, executor.execute(out));  // checks every attended slot
+    s.check_invariants();
+  }
+  EXPECT_FALSE(s.has_unfinished_requests());
+  EXPECT_GT(executor.num_swapped_in_blocks(), 0);
+  const FakeStopRule rule{.max_tokens = 6, .max_model_len = 200};
+  const auto expected = FakeModelExecutor::reference_generate(parent->prompt_token_ids(), rule,
+                                                              kVocab);
+  EXPECT_EQ(to_vector(parent->output_token_ids()), expected);
+}
+
 }  // namespace
 }  // namespace vellum::core::testing
