@@ -146,8 +146,10 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
   if (isa < cpu::Isa::kAvx2) {
     how = "scalar";
   } else if (isa < cpu::Isa::kAvx512) {
-    how = weight_type_info(type).quantized ? "AVX2 int8 dot products on activations quantized per 32"
-                                           : "AVX2 FMA";
+    how = !weight_type_info(type).quantized ? "AVX2 FMA"
+          : avx512::gemm_qk_supported(type)
+              ? "AVX2 integer sub-block scales on activations quantized per 256"
+              : "AVX2 int8 dot products on activations quantized per 32";
   } else {
     const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
     switch (type) {
