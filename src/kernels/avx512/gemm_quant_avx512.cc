@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "kernels/avx512/avx512_kernels.h"
+#include "kernels/avx512/bf16_slabs.h"
 #include "kernels/avx512/gemm_driver.h"
 #include "kernels/avx512/quant_unpack_avx512.h"
 #include "kernels/avx512/vec_math.h"
@@ -173,13 +174,6 @@ void unpack_rows_bf16(uint16_t* out, const detail::PackedWeights& w, int64_t j0,
   }
 }
 
-// Weight rows per slab: about 4 Mi bf16 elements (8 MiB), at least 256 rows (see
-// q8_0_bf16_avx512.cc for why few slabs matter).
-int64_t slab_rows(int64_t n_out, int64_t n_in) {
-  constexpr int64_t kSlabElements = int64_t{4} << 20;
-  return std::min(n_out, round_up(std::max<int64_t>(256, kSlabElements / n_in), 64));
-}
-
 template <class Fn>
 void dispatch_type(WeightType type, Fn&& fn) {
   switch (type) {
@@ -213,22 +207,17 @@ void gemm_quant_vnni(float* y, const float* x, int64_t m, const detail::PackedWe
 }
 
 size_t gemm_quant_bf16_scratch_bytes(int64_t m, int64_t n_in, int64_t n_out) {
-  return static_cast<size_t>(round_up(m * n_in, 32) + slab_rows(n_out, n_in) * n_in) *
-             sizeof(uint16_t) + 64;
+  return bf16_slabs_scratch_bytes(m, n_in, n_out);
 }
 
 void gemm_quant_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                      const detail::OnednnPlainBf16Matmul& onednn, void* scratch) {
-  auto* x_bf16 = static_cast<uint16_t*>(scratch);      // (m, n_in)
-  uint16_t* slab = x_bf16 + round_up(m * w.n_in, 32);  // (rows_per_slab, n_in), aligned
-  convert_f32_to_bf16(x_bf16, x, m * w.n_in);
-  const int64_t rows_per_slab = slab_rows(w.n_out, w.n_in);
-  for (int64_t j0 = 0; j0 < w.n_out; j0 += rows_per_slab) {
-    const int64_t num_rows = std::min(rows_per_slab, w.n_out - j0);
-    dispatch_type(w.type,
-                  [&](auto type) { unpack_rows_bf16<decltype(type)>(slab, w, j0, num_rows); });
-    onednn.run(y + j0, w.n_out, x_bf16, slab, m, num_rows, w.n_in);
-  }
+  gemm_bf16_slabs(y, x, m, w.n_out, w.n_in, onednn, scratch,
+                  [&](uint16_t* slab, int64_t j0, int64_t num_rows) {
+                    dispatch_type(w.type, [&](auto type) {
+                      unpack_rows_bf16<decltype(type)>(slab, w, j0, num_rows);
+                    });
+                  });
 }
 
 }  // namespace vellum::kernels::avx512
