@@ -71,10 +71,12 @@ int run_latency(LatencyOptions& o) {
 
   std::mt19937 rng(0);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(o.batch_size));
+  // One KV cache group (the default shape): one table per sequence.
+  std::vector<std::vector<std::vector<int32_t>>> tables(static_cast<size_t>(o.batch_size));
   for (int64_t s = 0; s < o.batch_size; ++s) {
+    auto& table = tables[static_cast<size_t>(s)].emplace_back();
     for (int64_t b = 0; b < blocks_per_seq; ++b) {
-      tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(1 + s * blocks_per_seq + b));
+      table.push_back(static_cast<int32_t>(1 + s * blocks_per_seq + b));
     }
   }
 

@@ -47,9 +47,9 @@ std::span<float> ModelRunner::execute(std::span<const RunnerSequence> sequences)
   batch_.clear();
   const auto block_size = static_cast<int32_t>(cache_.shape().block_size);
   for (const RunnerSequence& s : sequences) {
+    tables_.assign(s.group_block_ids.begin(), s.group_block_ids.end());
     batch_.add_sequence(s.new_tokens.data(), static_cast<int32_t>(s.new_tokens.size()),
-                        s.num_computed_tokens, s.block_ids.data(),
-                        static_cast<int32_t>(s.block_ids.size()), block_size, s.num_logits);
+                        s.num_computed_tokens, tables_, block_size, s.num_logits);
   }
   batch_.finalize();
   const size_t need = static_cast<size_t>(batch_.num_logits() * vocab_size());

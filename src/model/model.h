@@ -38,10 +38,14 @@ class Model {
   // logits: (batch.num_logits(), vocab_size) f32, row i for token batch.logits_indices[i].
   virtual void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) = 0;
 
-  // Shape of the KV cache this model needs, for a given block size and storage type.
-  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type) const {
+  // Shape of the KV cache this model needs, for a given block size and storage type. hybrid:
+  // one KV cache group per attention type when full and sliding-window layers are mixed
+  // (KvCacheLayout::hybrid); otherwise one group of all layers.
+  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type, bool hybrid = false) const {
     const ModelConfig& c = config();
-    return KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim, block_size, type};
+    return KvCacheShape{c.num_kv_heads, c.head_dim, block_size, type,
+                        hybrid ? KvCacheLayout::hybrid(c.layer_is_sliding, c.sliding_window)
+                               : KvCacheLayout::single_group(c.layer_is_sliding, c.sliding_window)};
   }
 
   // Bytes of weights one forward pass reads (for bandwidth reports).
