@@ -909,6 +909,15 @@ EngineStats LLMEngineImpl::stats() const {
 
 }  // namespace
 
+std::optional<std::string> check_structured_outputs(const StructuredOutputsParams& params) {
+  try {
+    structured::compile_constraint(constraint_spec(params));
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
 std::unique_ptr<LLMEngine> LLMEngine::create(const EngineConfig& config) {
   return std::make_unique<LLMEngineImpl>(config);
 }

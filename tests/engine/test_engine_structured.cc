@@ -10,7 +10,6 @@
 
 #include "engine_test_util.h"
 #include "structured/json_validator.h"
-#include "structured/structured_test_util.h"
 
 namespace vellum {
 namespace {
