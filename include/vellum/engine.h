@@ -96,6 +96,11 @@ class LLMEngine {
   virtual std::string apply_chat_template(const ChatTemplateRequest& request) const = 0;
 };
 
+// Compiles a structured-outputs constraint without a model, so that a front end can report a
+// bad schema, regex or grammar before it answers (the engine compiles it again, cached, when the
+// request is added). The error names the problem; nullopt when it compiles. Thread-safe.
+std::optional<std::string> check_structured_outputs(const StructuredOutputsParams& params);
+
 // Offline batch generation: runs all prompts to completion and returns outputs in prompt order.
 class LLM {
  public:

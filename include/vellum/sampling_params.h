@@ -52,6 +52,26 @@ struct RepetitionDetectionParams {
   int64_t min_count = 0;
 };
 
+// Constrained decoding (vLLM's StructuredOutputsParams): the output must match exactly one of
+// these constraints. The sampler masks every token that would leave it, and allows the end of
+// generation (EOS) exactly when the output is complete. See README "Structured outputs".
+struct StructuredOutputsParams {
+  std::optional<std::string> json;                 // a JSON Schema, as JSON text
+  std::optional<std::string> regex;                // a regular expression the whole output matches
+  std::optional<std::vector<std::string>> choice;  // the output is one of these strings
+  std::optional<std::string> grammar;              // a GBNF grammar (start rule `root`)
+  bool json_object = false;                        // any JSON object
+  // JSON kinds: no free whitespace; ", " and ": " separate members.
+  bool disable_any_whitespace = false;
+
+  // How many of json, regex, choice, grammar and json_object are set (valid: exactly 1).
+  int num_constraints() const {
+    return static_cast<int>(json.has_value()) + static_cast<int>(regex.has_value()) +
+           static_cast<int>(choice.has_value()) + static_cast<int>(grammar.has_value()) +
+           static_cast<int>(json_object);
+  }
+};
+
 // A failed validation: `param` names the offending field (the server's `"param"`), `message` is
 // vLLM's text.
 struct SamplingParamError {
@@ -99,6 +119,9 @@ struct SamplingParams {
   // Beam search (API only in vLLM, routed to its own path): n is the beam width.
   bool use_beam_search = false;
   double length_penalty = 1.0;
+  // Constrained decoding; none: unconstrained. The engine compiles it when the request is added
+  // (a bad schema or grammar is an add_request error naming the problem).
+  std::optional<StructuredOutputsParams> structured_outputs;
 
   // The temperature the sampler uses: vLLM raises values in (0, 0.01) to 0.01 before anything
   // else, so only 0 (or a value that fails validation) is greedy.

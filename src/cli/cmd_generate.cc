@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "common/check.h"
+#include "server/structured_request.h"
 #include "vellum/engine.h"
 
 namespace vellum::cli {
@@ -156,6 +157,12 @@ int run_jsonl(GenerateOptions& o, LLMEngine& engine) {
     Prompt prompt = j.contains("prompt") ? Prompt(j["prompt"].get<std::string>())
                                          : Prompt(j["prompt_token_ids"].get<std::vector<int32_t>>());
     SamplingParams p = params_from_json(j, o.params, line_no);
+    // structured_outputs / guided_* / response_format, as the server reads them (the schema's
+    // property order matters, hence the order-keeping parse).
+    if (auto error = server::parse_structured_outputs(nlohmann::ordered_json::parse(line), p)) {
+      VELLUM_THROW(ErrorCode::kInvalidArgument, "{} line {}: {}", o.prompts_file, line_no,
+                   error->message);
+    }
     p.output_kind = RequestOutputKind::kFinalOnly;
     if (auto error = engine.add_request(id, prompt, p)) {
       VELLUM_THROW(ErrorCode::kInvalidArgument, "{} line {}: {}", o.prompts_file, line_no, *error);

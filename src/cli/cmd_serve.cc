@@ -65,6 +65,11 @@ int run_serve(ServeOptions& o) {
   o.config.model.served_model_name = o.server.served_model_name;
   o.server.model_path = o.model;
   if (o.server.api_key.empty()) o.server.api_key = api_key_from_environment();
+  VELLUM_CHECK(!o.server.chat_parsers.enable_auto_tool_choice ||
+                   !o.server.chat_parsers.tool_call_parser.empty(),
+               ErrorCode::kInvalidArgument,
+               "--enable-auto-tool-choice needs --tool-call-parser (hermes, llama3_json or "
+               "mistral) to say how the model writes its tool calls");
   // Each connection being served holds an HTTP thread for as long as its request runs, so there
   // must be room for every sequence the engine can run plus the clients still waiting.
   if (o.server.num_http_threads <= 0) {
@@ -172,6 +177,15 @@ CommandRunner add_serve_command(CLI::App& app) {
                   "Prefix of the /metrics names ('vllm' for vLLM dashboards)");
   cmd->add_option("--stats-log-interval", o->log_interval_seconds,
                   "Seconds between throughput log lines at --log-level info (0: off)");
+  cmd->add_flag("--enable-auto-tool-choice", o->server.chat_parsers.enable_auto_tool_choice,
+                "Let the model call tools by itself (tool_choice \"auto\"); needs "
+                "--tool-call-parser");
+  cmd->add_option("--tool-call-parser", o->server.chat_parsers.tool_call_parser,
+                  "How tool calls are parsed out of replies: hermes, llama3_json or mistral")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "mistral"}));
+  cmd->add_option("--reasoning-parser", o->server.chat_parsers.reasoning_parser,
+                  "Separate <think>...</think> into reasoning_content: deepseek_r1 or qwen3")
+      ->check(CLI::IsMember({"deepseek_r1", "qwen3"}));
   o->server.num_http_threads = 0;
   cmd->add_option("--http-threads", o->server.num_http_threads,
                   "Connections served at once (default: 2 x --max-num-seqs, at least 64)");

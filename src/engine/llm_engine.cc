@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+#include <variant>
 
 #include "common/check.h"
 #include "common/logging.h"
@@ -19,6 +20,7 @@
 #include "sampling/bad_words.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
+#include "structured/constraint.h"
 #include "tokenizer/jinja/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "vellum/engine.h"
@@ -72,8 +74,33 @@ struct SequenceState {
   int32_t eos_token_id = -1;
   // The tokenizer's other end-of-generation ids (params.stop_token_ids are masked by the sampler).
   std::vector<int32_t> extra_stop_token_ids;
+  // Structured outputs: where the output stands in its grammar, and this step's mask (kept here
+  // so the SamplingRow's span stays valid through sample()).
+  std::optional<structured::Matcher> matcher;
+  std::vector<uint64_t> mask;
   explicit SequenceState(const SamplingParams& p) : params(p), sampling(p) {}
 };
+
+structured::ConstraintSpec constraint_spec(const StructuredOutputsParams& so) {
+  structured::ConstraintSpec spec;
+  spec.any_whitespace = !so.disable_any_whitespace;
+  if (so.json) {
+    spec.kind = structured::ConstraintKind::kJsonSchema;
+    spec.text = *so.json;
+  } else if (so.regex) {
+    spec.kind = structured::ConstraintKind::kRegex;
+    spec.text = *so.regex;
+  } else if (so.choice) {
+    spec.kind = structured::ConstraintKind::kChoice;
+    spec.choices = *so.choice;
+  } else if (so.grammar) {
+    spec.kind = structured::ConstraintKind::kGrammar;
+    spec.text = *so.grammar;
+  } else {
+    spec.kind = structured::ConstraintKind::kJsonObject;
+  }
+  return spec;
+}
 
 // Prompt logprobs of a request, computed on its first sequence's prefill (vLLM skips the prefix
 // cache for such requests, so every position gets logits).
@@ -159,6 +186,13 @@ class LLMEngineImpl final : public LLMEngine {
   std::unordered_map<std::string, PromptLogprobsState> prompt_logprobs_;  // by parent seq id
   std::unordered_map<std::string, engine::BeamSearchGroup> beam_groups_;  // by request id
   std::unordered_map<std::string, std::string> beam_of_seq_;  // beam seq id -> request id
+  // Structured outputs: the vocabulary's token bytes and trie (built on first use) and the
+  // compiled grammars by constraint text.
+  std::unique_ptr<structured::GrammarCache> grammar_cache_;
+  // Beam search under a constraint: the group's grammar (by request id) and each live beam's
+  // matcher (by beam seq id).
+  std::unordered_map<std::string, std::shared_ptr<structured::CompiledGrammar>> beam_grammars_;
+  std::unordered_map<std::string, structured::Matcher> beam_matchers_;
   std::vector<std::string> pending_aborts_;
   int64_t num_kv_blocks_ = 0;
   int64_t prompt_tokens_ = 0;
@@ -193,6 +227,9 @@ class LLMEngineImpl final : public LLMEngine {
 
   sampling::SamplingRow make_row(const std::string& seq_id, std::span<const int32_t> prompt,
                                  std::span<const int32_t> outputs);
+  // Compiles (or finds in the cache) a request's constraint; an error message for a bad one.
+  std::variant<std::shared_ptr<structured::CompiledGrammar>, std::string> compile_constraint(
+      const StructuredOutputsParams& so);
   std::optional<std::string> add_beam_search(const std::string& request_id,
                                              const std::string& prompt_text,
                                              const std::vector<int32_t>& prompt_ids,
@@ -367,6 +404,12 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   if (params.use_beam_search && params.prompt_logprobs.has_value()) {
     return std::string("prompt_logprobs is not supported with beam search");
   }
+  std::shared_ptr<structured::CompiledGrammar> grammar;
+  if (params.structured_outputs.has_value()) {
+    auto compiled = compile_constraint(*params.structured_outputs);
+    if (auto* error = std::get_if<std::string>(&compiled)) return *error;
+    grammar = std::get<std::shared_ptr<structured::CompiledGrammar>>(std::move(compiled));
+  }
 
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
@@ -421,6 +464,7 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   }
   if (params.use_beam_search) {
     rp.lockstep_group = true;
+    if (grammar) beam_grammars_[request_id] = grammar;
     return add_beam_search(request_id, prompt_text, prompt_ids, params, rp, max_tokens);
   }
   // n > 1 fans out into child sequences "i_<id>" (spec §2.9). Only child 0 runs the prompt; when
@@ -441,6 +485,7 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
     for (int32_t id : tokenizer_->eog_ids()) {
       if (id != tokenizer_->eos_id()) state.extra_stop_token_ids.push_back(id);
     }
+    if (grammar) state.matcher.emplace(grammar);
   }
   scheduler_->add_request(std::make_shared<core::Request>(seq_ids[0], prompt_ids, rp, hasher_));
   if (n > 1) pending_forks_[seq_ids[0]].assign(seq_ids.begin() + 1, seq_ids.end());
@@ -483,6 +528,7 @@ RequestOutput LLMEngineImpl::finish_beam_group(const std::string& request_id, bo
     scheduler_->finish_request(beam.seq_id, core::RequestStatus::kFinishedAborted);
     beam_of_seq_.erase(beam.seq_id);
   }
+  beam_grammars_.erase(request_id);
   RequestOutput out = g.make_output(
       [this](const std::vector<int32_t>& ids, bool skip_special) {
         return decode(ids, skip_special);
@@ -745,7 +791,35 @@ sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
   row.output_token_ids = outputs;
   row.eos_token_id = state.eos_token_id;
   row.extra_stop_token_ids = state.extra_stop_token_ids;
+  if (state.matcher) {
+    // The matcher follows the output itself, so preemption, prefix caching and forks need
+    // nothing here: a resumed or forked sequence is replayed from its own tokens.
+    state.matcher->sync(outputs);
+    const std::span<const uint64_t> mask = state.matcher->mask();
+    state.mask.assign(mask.begin(), mask.end());
+    row.allowed_token_mask = state.mask;
+  }
   return row;
+}
+
+std::variant<std::shared_ptr<structured::CompiledGrammar>, std::string>
+LLMEngineImpl::compile_constraint(const StructuredOutputsParams& so) {
+  if (!grammar_cache_) {
+    std::vector<std::string> token_bytes(static_cast<size_t>(tokenizer_->vocab_size()));
+    for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+      token_bytes[static_cast<size_t>(id)] = tokenizer_->token_to_piece(id);
+    }
+    std::vector<int32_t> end_ids = tokenizer_->eog_ids();
+    if (auto eos = tokenizer_->eos_id()) end_ids.push_back(*eos);
+    grammar_cache_ = std::make_unique<structured::GrammarCache>(
+        std::make_shared<structured::TokenVocabulary>(std::move(token_bytes), std::move(end_ids),
+                                                      vocab_size()));
+  }
+  try {
+    return grammar_cache_->get(constraint_spec(so));
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
 }
 
 void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
@@ -784,6 +858,13 @@ void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
       const int64_t row = row_of_beam.at(g.live()[b].seq_id).second;
       std::memcpy(beam_logits_.data() + b * static_cast<size_t>(vocab), logits.data() + row * vocab,
                   static_cast<size_t>(vocab) * sizeof(float));
+      if (auto grammar = beam_grammars_.find(request_id); grammar != beam_grammars_.end()) {
+        const engine::BeamSearchGroup::Beam& beam = g.live()[b];
+        auto matcher = beam_matchers_.try_emplace(beam.seq_id, grammar->second).first;
+        matcher->second.sync(beam.output_ids);
+        sampling::apply_token_bitmask(beam_logits_.data() + b * static_cast<size_t>(vocab), vocab,
+                                      matcher->second.mask());
+      }
     }
     engine::BeamSearchGroup::StepResult step = g.step(beam_logits_.data(), vocab);
     for (const std::string& seq_id : step.pruned) {
@@ -800,6 +881,7 @@ void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
       beam_of_seq_[f.child_seq_id] = request_id;
     }
   }
+  std::erase_if(beam_matchers_, [&](const auto& kv) { return !beam_of_seq_.contains(kv.first); });
 }
 
 void LLMEngineImpl::attach_prompt_logprobs(std::vector<RequestOutput>& outputs) {
@@ -832,6 +914,15 @@ EngineStats LLMEngineImpl::stats() const {
 }
 
 }  // namespace
+
+std::optional<std::string> check_structured_outputs(const StructuredOutputsParams& params) {
+  try {
+    structured::compile_constraint(constraint_spec(params));
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
 
 std::unique_ptr<LLMEngine> LLMEngine::create(const EngineConfig& config) {
   return std::make_unique<LLMEngineImpl>(config);

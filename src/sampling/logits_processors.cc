@@ -8,6 +8,20 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 }  // namespace
 
+void apply_token_bitmask(float* row, int64_t vocab_size, std::span<const uint64_t> mask) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const int64_t covered = std::min<int64_t>(vocab_size, static_cast<int64_t>(mask.size()) * 64);
+  for (int64_t w = 0; w * 64 < covered; ++w) {
+    const uint64_t bits = mask[static_cast<size_t>(w)];
+    if (bits == ~uint64_t{0}) continue;
+    const int64_t end = std::min<int64_t>(covered, (w + 1) * 64);
+    for (int64_t i = w * 64; i < end; ++i) {
+      if (((bits >> (i - w * 64)) & 1) == 0) row[i] = neg_inf;
+    }
+  }
+  for (int64_t i = covered; i < vocab_size; ++i) row[i] = neg_inf;
+}
+
 void apply_allowed_token_mask(float* row, int64_t vocab_size,
                               std::span<const int32_t> allowed_token_ids,
                               std::vector<float>* saved) {

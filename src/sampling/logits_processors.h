@@ -11,6 +11,10 @@
 
 namespace vellum::sampling {
 
+// Structured outputs: every logit whose bit is clear in `mask` (bit id % 64 of word id / 64;
+// ids past the mask count as clear) becomes -inf.
+void apply_token_bitmask(float* row, int64_t vocab_size, std::span<const uint64_t> mask);
+
 // Every logit whose id is not in `allowed_token_ids` becomes -inf. `saved` is scratch.
 void apply_allowed_token_mask(float* row, int64_t vocab_size,
                               std::span<const int32_t> allowed_token_ids,

@@ -106,6 +106,11 @@ int32_t Sampler::sample_one(float* row, int64_t vocab_size, const SamplingRow& s
   const bool modifies_row = !p.is_greedy() || p.allowed_token_ids.has_value() ||
                             !p.bad_words_token_ids.empty() || min_tokens_active ||
                             !p.logit_bias.empty() || penalties.active();
+  // The grammar mask comes first and is part of what logprobs see (vLLM masks the logits before
+  // its sampler computes them).
+  if (!sr.allowed_token_mask.empty()) {
+    apply_token_bitmask(row, vocab_size, sr.allowed_token_mask);
+  }
   const float* raw_row = row;
   if (want_logprobs && modifies_row) {
     ws->raw_row.resize(vocab_size);

@@ -1,5 +1,5 @@
 // Sampler: picks the next token of every row of a logits batch, in vLLM V1's order (spec §4):
-//   raw logprobs (when requested) → allowed-token mask → bad words → min_tokens → logit bias →
+//   structured-output token mask → raw logprobs (when requested) → allowed-token mask → bad words → min_tokens → logit bias →
 //   penalties (repetition, frequency, presence) → greedy argmax, or temperature → min_p →
 //   top-k/top-p → a draw from the request's own generator.
 //
@@ -37,6 +37,10 @@ struct SamplingRow {
   // any other end-of-generation ids the engine stops on.
   int32_t eos_token_id = -1;
   std::span<const int32_t> extra_stop_token_ids;
+  // Structured outputs: a bitmask over the vocabulary (bit id % 64 of word id / 64; ids beyond it
+  // are disallowed), applied before everything else, as vLLM applies its grammar bitmask to the
+  // logits before the sampler. Empty: no constraint.
+  std::span<const uint64_t> allowed_token_mask;
 };
 
 struct SamplerOutput {

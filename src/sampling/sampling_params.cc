@@ -59,6 +59,22 @@ int64_t SamplingParams::output_text_buffer_length() const {
 
 std::optional<SamplingParamError> SamplingParams::validate() const {
   using sampling::py_float;
+  if (structured_outputs.has_value()) {
+    const int k = structured_outputs->num_constraints();
+    if (k == 0) {
+      return error("structured_outputs",
+                   "You must use one kind of structured outputs constraint but none are "
+                   "specified: set one of json, regex, choice, grammar or json_object.");
+    }
+    if (k > 1) {
+      return error("structured_outputs",
+                   "You can only use one kind of structured outputs constraint but multiple are "
+                   "specified: set only one of json, regex, choice, grammar or json_object.");
+    }
+    if (structured_outputs->choice.has_value() && structured_outputs->choice->empty()) {
+      return error("structured_outputs", "choice must be a non-empty list of strings.");
+    }
+  }
   if (n < 1) return error("n", fmt::format("n must be at least 1, got {}.", n));
   if (n > kMaxNumSequences) {
     return error("n", fmt::format("n must be at most {}, got {}. To increase this limit, set the "

@@ -73,6 +73,7 @@ HttpServer::HttpServer(ServerOptions options, EngineClient& client)
       created_(static_cast<int64_t>(std::time(nullptr))) {
   context_.client = &client_;
   context_.served_model_name = options_.served_model_name;
+  context_.chat_parsers = options_.chat_parsers;
   context_.on_request_submitted = [this](const SamplingParams& params) {
     if (ServerMetrics* metrics = metrics_.load()) metrics->on_request_submitted(params);
   };

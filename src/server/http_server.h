@@ -40,6 +40,7 @@ struct ServerOptions {
   std::string model_path;                   // "root" in /v1/models
   size_t max_body_bytes = size_t{32} << 20; // larger bodies get 413
   int num_http_threads = 64;                // concurrent connections being served
+  ChatParsers chat_parsers;                 // --enable-auto-tool-choice, --tool-call-parser, ...
 };
 
 class HttpServer {

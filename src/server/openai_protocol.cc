@@ -64,6 +64,7 @@ class Fields {
   bool has(const char* key) const { return find(key) != nullptr; }
   // Given at all, null included.
   bool present(const char* key) const { return object_.contains(key); }
+  const ordered_json& body() const { return object_; }
 
   std::optional<int64_t> integer(const char* key) const {
     const ordered_json* v = find(key);
@@ -237,22 +238,7 @@ void parse_generation_fields(const Fields& f, GenerationRequest& r) {
   set_if(f.boolean("return_token_ids"), r.return_token_ids);
   set_if(f.boolean("return_tokens_as_token_ids"), r.return_tokens_as_token_ids);
 
-  if (const ordered_json* format = f.object("response_format")) {
-    const auto type = Fields(*format).string("type");
-    if (type && *type != "text") {
-      throw RequestError{ApiError::not_implemented(
-          fmt::format("response_format '{}' (structured outputs) is not supported by this server",
-                      *type),
-          "response_format")};
-    }
-  }
-  for (const char* key : {"structured_outputs", "guided_json", "guided_regex", "guided_choice",
-                          "guided_grammar"}) {
-    if (f.has(key)) {
-      throw RequestError{ApiError::not_implemented(
-          fmt::format("'{}' (structured outputs) is not supported by this server", key), key)};
-    }
-  }
+  if (auto error = parse_structured_outputs(f.body(), p)) throw RequestError{std::move(*error)};
 }
 
 Prompt parse_token_prompt(const ordered_json& ids) {
@@ -415,14 +401,7 @@ Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& b
     r.response_role = r.chat.add_generation_prompt ? "assistant" : last_role;
     if (r.echo && last_role == r.response_role) r.echo_text = last_content;
 
-    if (const ordered_json* choice = f.find("tool_choice")) {
-      if (!(choice->is_string() && (*choice == "none" || *choice == "auto"))) {
-        throw RequestError{ApiError::not_implemented(
-            "Only tool_choice \"none\" and \"auto\" are supported (tools are passed to the chat "
-            "template; tool calls are not parsed from the output)",
-            "tool_choice")};
-      }
-    }
+    if (auto error = parse_tool_fields(f.body(), r.tools)) throw RequestError{std::move(*error)};
 
     SamplingParams& p = r.params;
     // max_completion_tokens wins over the deprecated max_tokens; neither: up to the context.

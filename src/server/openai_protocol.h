@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/structured_request.h"
 #include "vellum/engine.h"
 #include "vellum/sampling_params.h"
 
@@ -60,6 +61,7 @@ struct CompletionRequest : GenerationRequest {
 // POST /v1/chat/completions
 struct ChatCompletionRequest : GenerationRequest {
   ChatTemplateRequest chat;  // messages, tools and template arguments as JSON text
+  ToolRequest tools;         // tools and tool_choice (structured_request.h)
   bool logprobs = false;
   std::optional<int64_t> top_logprobs;
   // The role of the reply ("assistant", or the last message's role when no generation prompt is

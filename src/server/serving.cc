@@ -77,6 +77,11 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
           SamplingModelLimits{vocab_size, kDefaultMaxLogprobs})) {
     return ApiError::bad_request(error->message, error->param);
   }
+  if (input.params.structured_outputs.has_value()) {
+    if (auto error = check_structured_outputs(*input.params.structured_outputs)) {
+      return ApiError::bad_request(*error, "structured_outputs");
+    }
+  }
   return input;
 }
 

@@ -23,8 +23,17 @@
 
 namespace vellum::server {
 
+// How chat replies are parsed (vLLM's --enable-auto-tool-choice, --tool-call-parser,
+// --reasoning-parser; see tool_parsers.h).
+struct ChatParsers {
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;  // empty: none
+  std::string reasoning_parser;  // empty: none
+};
+
 // What the serving code needs from the server around it.
 struct ServingContext {
+  ChatParsers chat_parsers;
   EngineClient* client = nullptr;
   std::string served_model_name;
   // Called once per submitted engine request (metrics); may be empty.

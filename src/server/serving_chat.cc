@@ -16,6 +16,36 @@ ChatRun::ChatRun(const ServingContext& context, ChatCompletionRequest request)
 std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingContext& context,
                                                                 ChatCompletionRequest request) {
   if (auto error = check_model(request.model, context.served_model_name)) return *error;
+  const ChatParsers& parsers = context.chat_parsers;
+  ChatOutputOptions output_options;
+  output_options.reasoning_parser = parsers.reasoning_parser;
+  output_options.tool_mode = request.tools.choice;
+  output_options.function_name = request.tools.function_name;
+  if (request.tools.choice == "auto") {
+    if (!parsers.enable_auto_tool_choice || parsers.tool_call_parser.empty()) {
+      return ApiError::bad_request(
+          "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
+          "set");
+    }
+    output_options.tool_call_parser = parsers.tool_call_parser;
+    // [TOOL_CALLS] is a special token: keep it in the text so the parser can find it.
+    if (parsers.tool_call_parser == "mistral") request.params.skip_special_tokens = false;
+  }
+  if (auto schema = tool_choice_schema(request.tools)) {
+    if (request.params.structured_outputs.has_value()) {
+      return ApiError::bad_request(
+          "tool_choice \"required\" or a named function is enforced with its own JSON schema "
+          "and cannot be combined with response_format or structured_outputs",
+          "tool_choice");
+    }
+    StructuredOutputsParams so;
+    so.json = std::move(*schema);
+    request.params.structured_outputs = std::move(so);
+  }
+  if (request.params.use_beam_search && request.tools.choice != "none") {
+    // Parsed tool calls need the streamed / final text of one reply; keep it simple and explicit.
+    return ApiError::bad_request("tools cannot be combined with beam search", "tool_choice");
+  }
   const LLMEngine& engine = context.client->engine();
   std::string prompt;
   try {
@@ -25,6 +55,7 @@ std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingCon
     return ApiError::bad_request(e.what());
   }
   std::unique_ptr<ChatRun> run(new ChatRun(context, std::move(request)));
+  run->output_options_ = std::move(output_options);
   ChatCompletionRequest& r = run->request_;
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, true);
@@ -65,14 +96,24 @@ std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
               final_output.num_cached_tokens};
   for (const CompletionOutput& output : final_output.outputs) {
     if (output.finish_reason == "error") return generation_error();
+    const ChatMessageParts parts = chat_message_parts(output_options_, output.text);
     json message{{"role", request_.response_role},
-                 {"content", request_.echo_text + output.text},
-                 {"reasoning", nullptr},
-                 {"tool_calls", json::array()}};
+                 {"content", parts.content ? json(request_.echo_text + *parts.content)
+                                           : (request_.echo_text.empty()
+                                                  ? json()
+                                                  : json(request_.echo_text))},
+                 {"reasoning", parts.reasoning ? json(*parts.reasoning) : json()},
+                 {"reasoning_content", parts.reasoning ? json(*parts.reasoning) : json()},
+                 {"tool_calls", tool_calls_json(parts.tool_calls, false)}};
+    // vLLM: "tool_calls" when auto parsing found calls, or a "required" reply completed.
+    const bool tool_finish =
+        parts.tools_called && (output_options_.tool_mode == "auto" || output.finish_reason == "stop");
     json choice{{"index", output.index},
                 {"message", std::move(message)},
                 {"logprobs", logprobs_json(output)},
-                {"finish_reason", output.finish_reason ? json(*output.finish_reason) : json()},
+                {"finish_reason", tool_finish ? json("tool_calls")
+                                  : output.finish_reason ? json(*output.finish_reason)
+                                                         : json()},
                 {"stop_reason", stop_reason_json(output)}};
     if (request_.return_token_ids) choice["token_ids"] = output.token_ids;
     choices.push_back(std::move(choice));
@@ -98,6 +139,7 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
   const bool continuous_usage = include_usage && r.stream_options.continuous_usage_stats;
   std::vector<int64_t> num_tokens(num_choices, 0);
   int64_t cached_tokens = 0;
+  std::vector<ChatDeltaStream> deltas(num_choices, ChatDeltaStream(output_options_));
 
   auto chunk_with = [&](json choice, size_t i) {
     json chunk = header_json(header_);
@@ -137,10 +179,18 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
       }
       if (output.text.empty() && output.token_ids.empty() && !output.finished()) continue;
       num_tokens[i] += static_cast<int64_t>(output.token_ids.size());
+      json delta = deltas[i].feed(output.text, output.finished());
+      if (delta.empty() && !output.finished() && !r.logprobs) continue;
+      if (delta.empty()) delta["content"] = "";
+      const bool tool_finish =
+          deltas[i].tools_called() &&
+          (output_options_.tool_mode == "auto" || output.finish_reason == "stop");
       json choice{{"index", i},
-                  {"delta", {{"content", output.text}}},
+                  {"delta", std::move(delta)},
                   {"logprobs", logprobs_json(output)},
-                  {"finish_reason", output.finish_reason ? json(*output.finish_reason) : json()}};
+                  {"finish_reason", tool_finish ? json("tool_calls")
+                                    : output.finish_reason ? json(*output.finish_reason)
+                                                           : json()}};
       if (output.finished()) choice["stop_reason"] = stop_reason_json(output);
       if (r.return_token_ids) choice["token_ids"] = output.token_ids;
       if (!write(chunk_with(std::move(choice), i))) {

@@ -12,6 +12,7 @@
 #include "server/openai_protocol.h"
 #include "server/response_format.h"
 #include "server/serving.h"
+#include "server/tool_parsers.h"
 
 namespace vellum::server {
 
@@ -40,6 +41,7 @@ class ChatRun {
   EngineRequestGroup group_;
   ResponseHeader header_;
   TokenTextFn token_text_;
+  ChatOutputOptions output_options_;  // how the reply's text is split (tool_parsers.h)
 };
 
 }  // namespace vellum::server

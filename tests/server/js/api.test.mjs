@@ -385,6 +385,16 @@ describe('errors', () => {
     assert.equal((await post('/tokenize', { prompt: 'hi' }, { key: null })).status, 200);
   });
 
+  it('tool_choice "auto" without --enable-auto-tool-choice is vLLM\'s 400', async () => {
+    const res = await post('/v1/chat/completions', {
+      model: MODEL, messages: [{ role: 'user', content: 'x' }],
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+    });
+    assert.equal(res.status, 400);
+    assert.equal(res.json.error.message,
+      '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set');
+  });
+
   it('an unknown model is 404 NotFoundError with param "model"', async () => {
     const res = await post('/v1/completions', { model: 'gpt-17', prompt: 'x', max_tokens: 1 });
     assert.equal(res.status, 404);
