@@ -268,7 +268,12 @@ class SamplingParams:
             p.repetition_detection = c
         error = p.validate()
         if error is not None:
-            raise ValueError(error[1])
+            param, message = error
+            value = getattr(self, param, None)
+            if param in _FLOAT_FIELDS and _is_int(value):
+                # The C++ side holds a double; vLLM prints the value as the caller gave it.
+                message = message.replace(f"got {float(value)!r}", f"got {value}")
+            raise ValueError(message)
         p.normalize()
         return p
 
