@@ -35,14 +35,19 @@ def render_chat(
         isinstance(m, dict) for m in conversation
     ):
         raise TypeError("messages must be a list of {'role': ..., 'content': ...} dicts")
-    return engine.apply_chat_template(
-        json.dumps(list(conversation)),
-        json.dumps(tools) if tools is not None else "",
-        json.dumps(chat_template_kwargs) if chat_template_kwargs else "",
-        chat_template or "",
-        add_generation_prompt,
-        continue_final_message,
-    )
+    try:
+        return engine.apply_chat_template(
+            json.dumps(list(conversation)),
+            json.dumps(tools) if tools is not None else "",
+            json.dumps(chat_template_kwargs) if chat_template_kwargs else "",
+            chat_template or "",
+            add_generation_prompt,
+            continue_final_message,
+        )
+    except ValueError as e:
+        if chat_template or engine.has_chat_template():
+            raise
+        raise ValueError(f"{e}; from Python, pass chat_template=... (a Jinja template source)") from None
 
 
 class Tokenizer:
