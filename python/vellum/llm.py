@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 from typing import Any, Optional, Sequence, Union
 
-from . import _C
 from .beam_search import BeamSearchOutput, BeamSearchSequence
 from .engine_args import EngineArgs
 from .inputs import PromptType, is_single_prompt
@@ -69,15 +68,19 @@ class LLM:
                 f"must be the same."
             )
         requests = []
+        final_only: dict[int, SamplingParams] = {}  # one copy per distinct params object
         for i, (prompt, params) in enumerate(zip(prompt_list, params_list)):
             if not isinstance(params, SamplingParams):
                 raise TypeError(
                     f"sampling_params must be vellum.SamplingParams, got {type(params).__name__}"
                 )
-            # Only the final output of each request is needed here.
-            params = params.clone()
-            params.output_kind = RequestOutputKind.FINAL_ONLY
-            requests.append((prompt, params, priority[i] if priority else 0, params.n))
+            if id(params) not in final_only:
+                # Only the final output of each request is needed here.
+                copy = params.clone()
+                copy.output_kind = RequestOutputKind.FINAL_ONLY
+                final_only[id(params)] = copy
+            requests.append((prompt, final_only[id(params)], priority[i] if priority else 0,
+                             params.n))
         return self._run(requests, use_tqdm)
 
     def _params_per_prompt(
@@ -192,8 +195,7 @@ class LLM:
                 for out in engine._step(raw):
                     if out.finished:
                         finished[out.request_id] = out
-                        if not raw:
-                            progress.finished(out)
+                        progress.finished(out)
         except BaseException:
             self._abort_and_drain([r for r in request_ids if r not in finished])
             raise

@@ -56,7 +56,7 @@ class RequestPreparer:
                 f"models are not supported)"
             )
         if self._rng is not None and cpp.seed is None and not cpp.is_greedy():
-            cpp.seed = self._rng.getrandbits(63)
+            cpp.seed = self._rng.getrandbits(62)  # room for n > 1 children's seed + i
         if cpp.truncate_prompt_tokens is not None:
             parsed = self._truncate(parsed, cpp.truncate_prompt_tokens)
         return parsed, cpp

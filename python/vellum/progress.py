@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Union
 
+from . import _C
 from .outputs import RequestOutput
 
 UseTqdm = Union[bool, Callable[..., Any]]
@@ -29,7 +30,7 @@ class Progress:
         self._in_tokens = 0
         self._out_tokens = 0
 
-    def finished(self, output: RequestOutput) -> None:
+    def finished(self, output: Union[RequestOutput, _C.RequestOutput]) -> None:
         if self._bar is None:
             return
         n = len(output.outputs)

@@ -15,6 +15,9 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 KV_BYTES = 64 << 20  # a small KV cache: these models are tiny and the CI machine is shared
+# One compute thread: ctest runs test files side by side on a shared 2-core machine, where
+# OpenMP barriers over more threads than free cores slow everything down.
+ENGINE = {"kv_cache_memory_bytes": KV_BYTES, "num_threads": 1}
 
 
 def vellum_cli() -> str:
@@ -63,7 +66,7 @@ def chat_model(tmp_path_factory) -> str:
 def llm(tiny_model):
     from vellum import LLM
 
-    return LLM(model=tiny_model, kv_cache_memory_bytes=KV_BYTES)
+    return LLM(model=tiny_model, **ENGINE)
 
 
 def cli_generate(model: str, prompt: str, max_tokens: int) -> list[int]:
@@ -73,6 +76,6 @@ def cli_generate(model: str, prompt: str, max_tokens: int) -> list[int]:
     out = subprocess.run(
         [vellum_cli(), "generate", "--model", model, "--prompt", prompt, "--max-tokens",
          str(max_tokens), "--temperature", "0", "--ignore-eos", "--json", "--kv-cache-memory",
-         "64MiB"],
+         "64MiB", "--threads", "1"],
         check=True, capture_output=True, text=True)
     return json.loads(out.stdout)["generated_token_ids"]

@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from conftest import KV_BYTES
+from conftest import ENGINE
 from vellum import AsyncEngineArgs, AsyncLLM, AsyncLLMEngine, RequestOutputKind, SamplingParams
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_model):
     engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=tiny_model,
-                                                       kv_cache_memory_bytes=KV_BYTES))
+                                                       **ENGINE))
     yield engine
     engine.shutdown()
 
@@ -136,7 +136,7 @@ def test_tokenizer_and_alias(engine):
 
 def test_shutdown_refuses_new_requests(tiny_model):
     engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=tiny_model,
-                                                       kv_cache_memory_bytes=KV_BYTES))
+                                                       **ENGINE))
     engine.shutdown()
     assert not engine.is_running
     with pytest.raises(RuntimeError, match="shut down"):

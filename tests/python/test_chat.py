@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import KV_BYTES
+from conftest import ENGINE
 from vellum import LLM, SamplingParams
 
 CHATML = (
@@ -52,7 +52,7 @@ def test_no_template_is_a_clear_error(llm):
 
 
 def test_chat_with_the_models_own_template(chat_model):
-    llm = LLM(model=chat_model, kv_cache_memory_bytes=KV_BYTES)
+    llm = LLM(model=chat_model, **ENGINE)
     out = llm.chat([{"role": "user", "content": "Hello!"}], GREEDY, use_tqdm=False)[0]
     # Phi-3's template (tokenizer.chat_template of the vocabulary the model was made with).
     assert out.prompt == "<s><|user|>\nHello!<|end|>\n<|assistant|>\n"

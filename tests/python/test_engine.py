@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import KV_BYTES
+from conftest import ENGINE
 from vellum import EngineArgs, LLMEngine, RequestOutputKind, SamplingParams
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_model):
-    return LLMEngine.from_engine_args(EngineArgs(model=tiny_model, kv_cache_memory_bytes=KV_BYTES))
+    return LLMEngine.from_engine_args(EngineArgs(model=tiny_model, **ENGINE))
 
 
 def run(engine):

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from conftest import KV_BYTES, cli_generate
+from conftest import ENGINE, cli_generate
 from vellum import LLM, Logprob, SamplingParams
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
@@ -20,7 +20,7 @@ def test_greedy_equals_the_cli_on_the_tiny_model(llm, tiny_model):
 
 
 def test_greedy_equals_the_cli_on_stories(stories_model):
-    llm = LLM(model=stories_model, kv_cache_memory_bytes=KV_BYTES)
+    llm = LLM(model=stories_model, **ENGINE)
     out = llm.generate("Once upon a time", GREEDY, use_tqdm=False)[0]
     assert out.prompt_token_ids == [1, 403, 407, 261, 378]
     assert out.outputs[0].token_ids == cli_generate(stories_model, "Once upon a time", 24)
@@ -65,7 +65,7 @@ def test_engine_seed_makes_unseeded_requests_reproducible(tiny_model):
     p = SamplingParams(temperature=1.0, max_tokens=16, ignore_eos=True)
     runs = []
     for _ in range(2):
-        llm = LLM(model=tiny_model, kv_cache_memory_bytes=KV_BYTES, seed=5)
+        llm = LLM(model=tiny_model, **ENGINE, seed=5)
         runs.append([o.outputs[0].token_ids for o in llm.generate(["x", "y"], p, use_tqdm=False)])
     assert runs[0] == runs[1]
 
@@ -164,7 +164,7 @@ def test_engine_options_errors(tiny_model, tmp_path):
     with pytest.raises(OSError, match="cannot open model file '.*missing.gguf'"):
         LLM(model=str(tmp_path / "missing.gguf"))
     with pytest.raises(ValueError, match="float16"):
-        LLM(model=tiny_model, dtype="float16", kv_cache_memory_bytes=KV_BYTES)
+        LLM(model=tiny_model, dtype="float16", **ENGINE)
     with pytest.raises(ValueError, match="gpu_memory_utilization is a GPU option"):
         LLM(model=tiny_model, gpu_memory_utilization=0.9)
     with pytest.raises(ValueError, match="tokenizer stored in the GGUF"):
@@ -174,7 +174,7 @@ def test_engine_options_errors(tiny_model, tmp_path):
 
 
 def test_engine_options_reach_the_engine(tiny_model):
-    llm = LLM(model=tiny_model, kv_cache_memory_bytes=KV_BYTES, max_model_len=128, block_size=32,
+    llm = LLM(model=tiny_model, **ENGINE, max_model_len=128, block_size=32,
               max_num_seqs=4, enable_prefix_caching=False)
     assert llm.llm_engine.max_model_len == 128
     assert llm.llm_engine.get_stats().block_size == 32

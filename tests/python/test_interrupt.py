@@ -65,27 +65,35 @@ def test_sigint_while_the_engine_steps(llm):
     check_engine_is_clean_and_usable(llm, expected)
 
 
-def test_the_gil_is_released_while_generating(llm):
+def test_the_gil_is_released_while_the_engine_steps(llm):
     """With a 10 s switch interval a thread holding the GIL would keep it; the main thread gets it
-    back at once only if generate releases it while the engine computes."""
+    back at once only if step() releases it while the engine computes."""
+    engine = llm.llm_engine
+    for i in range(32):
+        engine.add_request(f"gil-{i}", "Hello", LONG)
+    stop = threading.Event()
+
+    def step_until_stopped():
+        while not stop.is_set() and engine.has_unfinished_requests():
+            engine.step()
+
     old = sys.getswitchinterval()
     sys.setswitchinterval(10.0)
     try:
-        for num_prompts in (16, 64, 256):
-            worker = threading.Thread(
-                target=llm.generate, args=(["Hello"] * num_prompts, LONG), kwargs={"use_tqdm": False})
-            worker.start()
-            start = time.monotonic()
-            time.sleep(0.2)  # the worker takes the GIL and starts stepping
-            # Waking up needs the GIL back: at once if the worker is inside the engine without
-            # it, else only when the worker lets it go (10 s) or finishes.
-            elapsed = time.monotonic() - start
-            busy = worker.is_alive()
-            worker.join()
-            if busy:
-                assert elapsed < 2.0, f"the main thread waited {elapsed:.1f} s for the GIL"
-                return
-            assert elapsed < 2.0 or num_prompts < 256, f"waited {elapsed:.1f} s for the GIL"
-        pytest.fail("generate finished before the check could run; make the batch bigger")
+        worker = threading.Thread(target=step_until_stopped)
+        worker.start()
+        start = time.monotonic()
+        time.sleep(0.2)  # the worker takes the GIL and steps
+        # Waking up needs the GIL back: at once if the worker is inside step() without it, else
+        # only when the worker lets it go (10 s) or finishes.
+        elapsed = time.monotonic() - start
+        busy = worker.is_alive()
+        stop.set()
+        worker.join()
     finally:
         sys.setswitchinterval(old)
+        engine.abort_request([f"gil-{i}" for i in range(32)])
+        while engine.has_unfinished_requests():
+            engine.step()
+    assert busy, "the requests finished before the check; make them longer"
+    assert elapsed < 2.0, f"the main thread waited {elapsed:.1f} s for the GIL"
