@@ -79,6 +79,7 @@ def test_concurrent_requests_and_a_responsive_loop(engine):
 def test_leaving_the_loop_aborts_the_request(engine):
     async def main():
         params = SamplingParams(temperature=0, max_tokens=500, ignore_eos=True)
+        before = (await engine.get_stats()).generation_tokens
         seen = 0
         async for _ in engine.generate("Hello", params, "early"):
             seen += 1
@@ -89,12 +90,41 @@ def test_leaving_the_loop_aborts_the_request(engine):
             if engine.get_num_unfinished_requests() == 0:
                 break
             await asyncio.sleep(0.01)
-        return seen
+        return seen, (await engine.get_stats()).generation_tokens - before
 
-    assert asyncio.run(main()) == 3
+    seen, generated = asyncio.run(main())
+    assert seen == 3
+    assert generated < 400, "the request ran on after the loop was left"
     assert engine.get_num_unfinished_requests() == 0
     stats = asyncio.run(engine.get_stats())
     assert stats.num_running == 0 and stats.kv_cache_usage == 0.0
+
+
+def test_cancelling_the_task_aborts_the_request(engine):
+    """What a web framework does when the client goes away."""
+    async def main():
+        params = SamplingParams(temperature=0, max_tokens=500, ignore_eos=True)
+        started = asyncio.Event()
+
+        async def consume():
+            async for _ in engine.generate("Hello", params, "cancelled"):
+                started.set()
+
+        before = (await engine.get_stats()).generation_tokens
+        task = asyncio.create_task(consume())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(500):
+            if engine.get_num_unfinished_requests() == 0:
+                break
+            await asyncio.sleep(0.01)
+        return (await engine.get_stats()).generation_tokens - before
+
+    generated = asyncio.run(main())
+    assert engine.get_num_unfinished_requests() == 0
+    assert generated < 400, "the request ran on after its task was cancelled"
 
 
 def test_abort_from_another_task_ends_the_stream(engine):

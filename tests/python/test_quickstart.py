@@ -52,7 +52,8 @@ def test_quickstart_on_stories(stories_model):
     outputs = run_quickstart(stories_model, 64 << 20)
     check_outputs(outputs)
     # A model trained on children's stories writes English words.
-    assert " the " in " ".join(o.outputs[0].text for o in outputs)
+    text = " ".join(o.outputs[0].text for o in outputs)
+    assert any(word in text for word in (" the ", " a ", " was ", " and ")), text
 
 
 def test_quickstart_as_a_script_with_the_default_memory(stories_model, tmp_path):
