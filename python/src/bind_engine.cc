@@ -90,6 +90,10 @@ void bind_engine_queries(Class& c, GetEngine get) {
           py::arg("ids"), py::arg("skip_special_tokens") = true)
       .def("token_text",
            [get](typename Class::type& self, int32_t id) { return utf8(get(self).token_text(id)); })
+      .def("bos_token_id",
+           [get](typename Class::type& self) { return get(self).bos_token_id(); })
+      .def("eos_token_id",
+           [get](typename Class::type& self) { return get(self).eos_token_id(); })
       .def("max_model_len",
            [get](typename Class::type& self) { return get(self).max_model_len(); })
       .def("vocab_size", [get](typename Class::type& self) { return get(self).vocab_size(); })

@@ -64,6 +64,24 @@ class Tokenizer:
         return self._engine.vocab_size()
 
     @property
+    def bos_token_id(self) -> Optional[int]:
+        return self._engine.bos_token_id()
+
+    @property
+    def eos_token_id(self) -> Optional[int]:
+        return self._engine.eos_token_id()
+
+    @property
+    def bos_token(self) -> Optional[str]:
+        bos = self._engine.bos_token_id()
+        return None if bos is None else self._engine.token_text(bos)
+
+    @property
+    def eos_token(self) -> Optional[str]:
+        eos = self._engine.eos_token_id()
+        return None if eos is None else self._engine.token_text(eos)
+
+    @property
     def max_model_len(self) -> int:
         return self._engine.max_model_len()
 

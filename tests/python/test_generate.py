@@ -199,3 +199,11 @@ def test_tokenizer(llm):
     assert tok("Hello world").input_ids == ids
     assert tok.encode("Hello world", add_special_tokens=False) == ids[1:]  # BOS first
     assert isinstance(tok.convert_ids_to_tokens(ids[1]), str)
+    assert tok.bos_token_id == ids[0]
+    assert tok.eos_token_id is not None and tok.eos_token == tok.convert_ids_to_tokens(tok.eos_token_id)
+
+
+def test_stories_special_tokens(stories_model):
+    tok = LLM(model=stories_model, **ENGINE).get_tokenizer()
+    assert (tok.bos_token_id, tok.eos_token_id) == (1, 2)
+    assert (tok.bos_token, tok.eos_token) == ("<s>", "</s>")
