@@ -10,6 +10,8 @@ packages=(
   libfmt-dev libssl-dev
   # Debian's oneDNN CMake package (dnnl-config.cmake) calls find_package(OpenCL).
   ocl-icd-opencl-dev
+  # The Python package (python/): pybind11 module for Debian's python3, its tests, progress bars.
+  pybind11-dev python3-dev python3-pytest python3-tqdm
 )
 
 missing=()

@@ -85,6 +85,10 @@ class LLMEngine {
   // The vocabulary piece of one token as stored (SentencePiece "▁", byte-level BPE alphabet),
   // as HF's convert_ids_to_tokens. Throws vellum::Error for an id outside the vocabulary.
   virtual std::string token_text(int32_t id) const = 0;
+  // The tokenizer's BOS and EOS ids (Hugging Face's bos_token_id / eos_token_id); nullopt when
+  // the model has none.
+  virtual std::optional<int32_t> bos_token_id() const = 0;
+  virtual std::optional<int32_t> eos_token_id() const = 0;
 
   // True when a chat template is available (--chat-template, else the model's own).
   virtual bool has_chat_template() const = 0;

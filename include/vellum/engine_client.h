@@ -55,6 +55,11 @@ class RequestStream {
   // engine failed; the stream is then done without a final output.
   std::optional<std::string> error() const;
 
+  // Called after every output or error queued from now on (on the engine thread, without the
+  // stream's lock), and at once if some are already queued: lets a reader wait on something else
+  // than wait(), e.g. an event loop's file descriptor. It must be cheap and must not block.
+  void set_notifier(std::function<void()> notifier);
+
   // Engine side.
   void push(RequestOutput output);
   void fail(std::string message);
@@ -67,6 +72,7 @@ class RequestStream {
   bool final_queued_ = false;   // the finished output (or an error) is in queue_ / error_
   bool final_taken_ = false;
   std::optional<std::string> error_;
+  std::function<void()> notifier_;
 };
 
 // What the engine thread reports after every step, for metrics.

@@ -34,24 +34,40 @@ std::optional<std::string> RequestStream::error() const {
   return error_;
 }
 
+void RequestStream::set_notifier(std::function<void()> notifier) {
+  bool pending = false;
+  {
+    std::lock_guard lock(mu_);
+    notifier_ = notifier;
+    pending = !queue_.empty() || (final_queued_ && !final_taken_);
+  }
+  if (pending && notifier) notifier();
+}
+
 void RequestStream::push(RequestOutput output) {
+  std::function<void()> notifier;
   {
     std::lock_guard lock(mu_);
     if (final_queued_) return;
     final_queued_ = output.finished;
     queue_.push_back(std::move(output));
+    notifier = notifier_;
   }
   cv_.notify_all();
+  if (notifier) notifier();
 }
 
 void RequestStream::fail(std::string message) {
+  std::function<void()> notifier;
   {
     std::lock_guard lock(mu_);
     if (final_queued_) return;
     error_ = std::move(message);
     final_queued_ = true;
+    notifier = notifier_;
   }
   cv_.notify_all();
+  if (notifier) notifier();
 }
 
 // ---- EngineClient -----------------------------------------------------------------------------

@@ -160,6 +160,8 @@ class LLMEngineImpl final : public LLMEngine {
                  tokenizer_->vocab_size());
     return std::string(tokenizer_->token_text(id));
   }
+  std::optional<int32_t> bos_token_id() const override { return tokenizer_->bos_id(); }
+  std::optional<int32_t> eos_token_id() const override { return tokenizer_->eos_id(); }
   bool has_chat_template() const override { return chat_template_.has_value(); }
   std::string apply_chat_template(const ChatTemplateRequest& request) const override;
 

@@ -26,6 +26,33 @@ std::vector<RequestOutput> drain(RequestStream& stream) {
   return all;
 }
 
+TEST(RequestStream, NotifierRunsAfterEachOutputAndAtOnceForQueuedOnes) {
+  RequestStream stream("r");
+  RequestOutput first;
+  first.request_id = "r";
+  stream.push(first);
+  int calls = 0;
+  stream.set_notifier([&] { ++calls; });
+  EXPECT_EQ(calls, 1) << "an output queued before set_notifier must notify at once";
+  EXPECT_EQ(stream.wait(0ms).size(), 1u);
+  RequestOutput last = first;
+  last.finished = true;
+  stream.push(last);
+  EXPECT_EQ(calls, 2);
+  stream.push(last);  // after the final output: dropped, no notification
+  stream.fail("late");
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(stream.wait(0ms).size(), 1u);
+  EXPECT_TRUE(stream.done());
+
+  RequestStream failed("f");
+  int failed_calls = 0;
+  failed.set_notifier([&] { ++failed_calls; });
+  EXPECT_EQ(failed_calls, 0);
+  failed.fail("rejected");
+  EXPECT_EQ(failed_calls, 1);
+}
+
 TEST(EngineClient, LoadFailureIsReportedAndFailsRequests) {
   EngineConfig config;
   config.model.model = "/nonexistent/model.gguf";
