@@ -54,10 +54,13 @@ class RequestStream {
   // Set when the engine rejected the request (its add_request message, vLLM's wording) or the
   // engine failed; the stream is then done without a final output.
   std::optional<std::string> error() const;
+  // With error(): true when the engine failed (a server answers 500), false when it rejected
+  // the request (400).
+  bool engine_failed() const;
 
   // Engine side.
   void push(RequestOutput output);
-  void fail(std::string message);
+  void fail(std::string message, bool engine_failed = false);
 
  private:
   const std::string request_id_;
@@ -67,6 +70,7 @@ class RequestStream {
   bool final_queued_ = false;   // the finished output (or an error) is in queue_ / error_
   bool final_taken_ = false;
   std::optional<std::string> error_;
+  bool engine_failed_ = false;
 };
 
 // What the engine thread reports after every step, for metrics.

@@ -44,11 +44,17 @@ void RequestStream::push(RequestOutput output) {
   cv_.notify_all();
 }
 
-void RequestStream::fail(std::string message) {
+bool RequestStream::engine_failed() const {
+  std::lock_guard lock(mu_);
+  return engine_failed_;
+}
+
+void RequestStream::fail(std::string message, bool engine_failed) {
   {
     std::lock_guard lock(mu_);
     if (final_queued_) return;
     error_ = std::move(message);
+    engine_failed_ = engine_failed;
     final_queued_ = true;
   }
   cv_.notify_all();
@@ -101,7 +107,7 @@ std::shared_ptr<RequestStream> EngineClient::submit(std::string request_id, Prom
   {
     std::lock_guard lock(mu_);
     if (state_ == State::kFailed) {
-      stream->fail("the engine failed: " + failure_);
+      stream->fail("the engine failed: " + failure_, true);
       return stream;
     }
     if (!accepting_) {
@@ -204,9 +210,9 @@ void EngineClient::fail_all(const std::string& message) {
     num_unfinished_ = 0;
   }
   for (auto& command : commands) {
-    if (command->stream) command->stream->fail(message);
+    if (command->stream) command->stream->fail(message, true);
   }
-  for (auto& [id, stream] : streams_) stream->fail(message);
+  for (auto& [id, stream] : streams_) stream->fail(message, true);
   streams_.clear();
 }
 
