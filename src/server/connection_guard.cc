@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -183,7 +184,12 @@ void ConnectionGuard::watchdog_loop() {
 
 void ConnectionGuard::scan(std::chrono::steady_clock::time_point now) {
   // The server's connections, found without holding the lock (one syscall pair per socket).
-  std::vector<std::pair<int, std::string>> found;
+  struct Found {
+    int fd;
+    std::string peer;
+    bool unread;  // bytes wait in the socket: nobody is reading it (it waits for a thread)
+  };
+  std::vector<Found> found;
   if (DIR* dir = opendir("/proc/self/fd")) {
     const int own_fd = dirfd(dir);
     while (const dirent* entry = readdir(dir)) {
@@ -191,7 +197,10 @@ void ConnectionGuard::scan(std::chrono::steady_clock::time_point now) {
       const long fd = std::strtol(entry->d_name, &end, 10);
       if (end == entry->d_name || *end != '\0' || fd == own_fd || fd == listen_fd_) continue;
       std::string peer = connection_peer(static_cast<int>(fd), port_);
-      if (!peer.empty()) found.emplace_back(static_cast<int>(fd), std::move(peer));
+      if (peer.empty()) continue;
+      int num_unread = 0;
+      ::ioctl(static_cast<int>(fd), FIONREAD, &num_unread);
+      found.push_back({static_cast<int>(fd), std::move(peer), num_unread > 0});
     }
     closedir(dir);
   }
@@ -200,7 +209,7 @@ void ConnectionGuard::scan(std::chrono::steady_clock::time_point now) {
   {
     std::lock_guard lock(mu_);
     for (auto& [key, c] : connections_) c.seen = false;
-    for (const auto& [fd, peer] : found) {
+    for (const auto& [fd, peer, unread] : found) {
       Connection& c = connections_[peer];
       if (c.fd != fd) {  // a socket not seen before (its entry may come from begin_request)
         if (c.fd >= 0) c.busy = false;
@@ -208,6 +217,9 @@ void ConnectionGuard::scan(std::chrono::steady_clock::time_point now) {
         c.idle_since = now;
       }
       c.seen = true;
+      // Waiting in the queue is not the client's fault: its deadline starts when a thread
+      // reads it. (A thread reads a slow client's bytes as they come, leaving none unread.)
+      if (unread) c.idle_since = now;
       if (!c.busy && now - c.idle_since > limits_.request_timeout) expired.emplace_back(fd, peer);
     }
     // Gone; but an entry begin_request made after the sockets were listed stays.
@@ -220,10 +232,12 @@ void ConnectionGuard::scan(std::chrono::steady_clock::time_point now) {
     // The fd may have been closed and reused since the scan: cut it only if it is still the
     // same connection.
     if (connection_peer(fd, port_) != peer) continue;
+    {
+      std::lock_guard lock(mu_);
+      ++num_timed_out_;
+      connections_.erase(peer);
+    }
     ::shutdown(fd, SHUT_RDWR);
-    std::lock_guard lock(mu_);
-    ++num_timed_out_;
-    connections_.erase(peer);
   }
 }
 
