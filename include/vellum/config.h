@@ -41,11 +41,21 @@ struct ParallelConfig {
   int num_threads = 0;                      // 0: physical cores available (--threads)
 };
 
+// Testing only: makes chosen requests throw inside the engine, as a bug or a failed allocation
+// would. `vellum serve` reads it once from $VELLUM_FAULT_INJECT_REQUEST_ID (and
+// $VELLUM_FAULT_INJECT_FATAL=1).
+struct FaultInjectionConfig {
+  std::string request_id_substring;  // empty: off; else requests whose id contains it throw
+  bool fatal = false;                // false: only that request fails ("error", HTTP 500);
+                                     // true: the whole step throws and the engine stops
+};
+
 struct EngineConfig {
   ModelConfig model;
   CacheConfig cache;
   SchedulerConfig scheduler;
   ParallelConfig parallel;
+  FaultInjectionConfig fault_injection;
 };
 
 }  // namespace vellum

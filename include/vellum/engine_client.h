@@ -54,6 +54,9 @@ class RequestStream {
   // Set when the engine rejected the request (its add_request message, vLLM's wording) or the
   // engine failed; the stream is then done without a final output.
   std::optional<std::string> error() const;
+  // With error(): true when the engine failed (a server answers 500), false when it rejected
+  // the request (400).
+  bool engine_failed() const;
 
   // Called after every output or error queued from now on (on the engine thread, without the
   // stream's lock), and at once if some are already queued: lets a reader wait on something else
@@ -62,7 +65,7 @@ class RequestStream {
 
   // Engine side.
   void push(RequestOutput output);
-  void fail(std::string message);
+  void fail(std::string message, bool engine_failed = false);
 
  private:
   const std::string request_id_;
@@ -73,6 +76,7 @@ class RequestStream {
   bool final_taken_ = false;
   std::optional<std::string> error_;
   std::function<void()> notifier_;
+  bool engine_failed_ = false;
 };
 
 // What the engine thread reports after every step, for metrics.

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/jsonl_prompts.h"
 #include "common/check.h"
 #include "server/structured_request.h"
 #include "vellum/engine.h"
@@ -35,43 +36,6 @@ struct GenerateOptions {
   EngineConfig config;
   EngineOptionStrings strings;
 };
-
-// Sampling fields a JSONL line may set, over the command-line defaults.
-SamplingParams params_from_json(const json& line, SamplingParams p, size_t line_no) {
-  auto number = [&](const char* key, auto& field) {
-    if (!line.contains(key) || line[key].is_null()) return;
-    VELLUM_CHECK(line[key].is_number(), ErrorCode::kInvalidArgument,
-                 "line {}: '{}' must be a number", line_no, key);
-    field = line[key].get<std::decay_t<decltype(field)>>();
-  };
-  number("temperature", p.temperature);
-  number("top_p", p.top_p);
-  number("top_k", p.top_k);
-  number("min_p", p.min_p);
-  number("n", p.n);
-  number("min_tokens", p.min_tokens);
-  number("presence_penalty", p.presence_penalty);
-  number("frequency_penalty", p.frequency_penalty);
-  number("repetition_penalty", p.repetition_penalty);
-  if (line.contains("max_tokens") && line["max_tokens"].is_number_integer()) {
-    p.max_tokens = line["max_tokens"].get<int64_t>();
-  }
-  if (line.contains("seed") && line["seed"].is_number_integer()) p.seed = line["seed"].get<int64_t>();
-  if (line.contains("ignore_eos") && line["ignore_eos"].is_boolean()) {
-    p.ignore_eos = line["ignore_eos"].get<bool>();
-  }
-  if (line.contains("stop")) {
-    if (line["stop"].is_string()) {
-      p.stop = {line["stop"].get<std::string>()};
-    } else if (line["stop"].is_array()) {
-      p.stop = line["stop"].get<std::vector<std::string>>();
-    }
-  }
-  if (line.contains("stop_token_ids") && line["stop_token_ids"].is_array()) {
-    p.stop_token_ids = line["stop_token_ids"].get<std::vector<int32_t>>();
-  }
-  return p;
-}
 
 json output_json(const RequestOutput& out) {
   json completions = json::array();
@@ -140,34 +104,21 @@ int run_jsonl(GenerateOptions& o, LLMEngine& engine) {
   size_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      VELLUM_THROW(ErrorCode::kInvalidArgument, "{} line {}: not valid JSON ({})",
-                   o.prompts_file, line_no, e.what());
-    }
-    VELLUM_CHECK(j.is_object() && (j.contains("prompt") || j.contains("prompt_token_ids")),
-                 ErrorCode::kInvalidArgument,
-                 "{} line {}: each line must be an object with \"prompt\" (or "
-                 "\"prompt_token_ids\") and optional sampling fields",
-                 o.prompts_file, line_no);
+    auto parsed = parse_jsonl_prompt(line, o.params, o.prompts_file, line_no);
+    if (!parsed) continue;
     const std::string id = std::to_string(inputs.size());
-    Prompt prompt = j.contains("prompt") ? Prompt(j["prompt"].get<std::string>())
-                                         : Prompt(j["prompt_token_ids"].get<std::vector<int32_t>>());
-    SamplingParams p = params_from_json(j, o.params, line_no);
     // structured_outputs / guided_* / response_format, as the server reads them (the schema's
     // property order matters, hence the order-keeping parse).
-    if (auto error = server::parse_structured_outputs(nlohmann::ordered_json::parse(line), p)) {
+    if (auto error = server::parse_structured_outputs(nlohmann::ordered_json::parse(line),
+                                                      parsed->params)) {
       VELLUM_THROW(ErrorCode::kInvalidArgument, "{} line {}: {}", o.prompts_file, line_no,
                    error->message);
     }
-    p.output_kind = RequestOutputKind::kFinalOnly;
-    if (auto error = engine.add_request(id, prompt, p)) {
+    parsed->params.output_kind = RequestOutputKind::kFinalOnly;
+    if (auto error = engine.add_request(id, parsed->prompt, parsed->params)) {
       VELLUM_THROW(ErrorCode::kInvalidArgument, "{} line {}: {}", o.prompts_file, line_no, *error);
     }
-    inputs.push_back(std::move(j));
+    inputs.push_back(std::move(parsed->line));
   }
   std::vector<json> results(inputs.size());
   run_to_completion(engine, inputs.size(), true, [&](RequestOutput& out) {

@@ -70,6 +70,12 @@ int run_serve(ServeOptions& o) {
                ErrorCode::kInvalidArgument,
                "--enable-auto-tool-choice needs --tool-call-parser (hermes, llama3_json or "
                "mistral) to say how the model writes its tool calls");
+  // Testing only (the fault-injection tests of the server): read once, here.
+  if (const char* id = std::getenv("VELLUM_FAULT_INJECT_REQUEST_ID"); id != nullptr) {
+    o.config.fault_injection.request_id_substring = id;
+    const char* fatal = std::getenv("VELLUM_FAULT_INJECT_FATAL");
+    o.config.fault_injection.fatal = fatal != nullptr && std::string(fatal) == "1";
+  }
   // Each connection being served holds an HTTP thread for as long as its request runs, so there
   // must be room for every sequence the engine can run plus the clients still waiting.
   if (o.server.num_http_threads <= 0) {
@@ -189,6 +195,13 @@ CommandRunner add_serve_command(CLI::App& app) {
   o->server.num_http_threads = 0;
   cmd->add_option("--http-threads", o->server.num_http_threads,
                   "Connections served at once (default: 2 x --max-num-seqs, at least 64)");
+  cmd->add_option("--http-max-queued", o->server.max_queued_connections,
+                  "Connections that may wait for an HTTP thread; more are answered 503")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--http-request-timeout", o->server.request_timeout_seconds,
+                  "Seconds a connection has to deliver a complete request (headers and body); "
+                  "slower ones are closed")
+      ->check(CLI::PositiveNumber);
   add_engine_options(*cmd, o->config, o->strings);
   return [o] { return run_serve(*o); };
 }

@@ -10,6 +10,27 @@
 #include "common/logging.h"
 #include "vellum/status.h"
 
+namespace {
+
+// The innermost selected subcommand that has its own --threads gets the global value, unless it
+// was given there too. Commands that run no model (tokenize, inspect) have none and ignore it.
+void forward_global_threads(CLI::App& app, const CLI::Option& global) {
+  if (global.count() == 0) return;
+  CLI::Option* target = nullptr;
+  for (CLI::App* sub = &app; sub != nullptr;) {
+    if (sub != &app) {
+      if (CLI::Option* own = sub->get_option_no_throw("--threads")) target = own;
+    }
+    const auto selected = sub->get_subcommands();
+    sub = selected.empty() ? nullptr : selected.front();
+  }
+  if (target == nullptr || target->count() > 0) return;
+  target->add_result(global.as<std::string>());
+  target->run_callback();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"Vellum: LLM inference and serving on the CPU"};
   app.require_subcommand(1);
@@ -19,6 +40,12 @@ int main(int argc, char** argv) {
   std::string log_level = "warning";
   app.add_option("--log-level", log_level, "debug, info, warning, error")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
+  // `vellum --threads 8 generate ...`: given before the subcommand, --threads is handed to the
+  // subcommand that runs a model (its own --threads, when also given, wins).
+  int threads = 0;
+  auto* global_threads =
+      app.add_option("--threads", threads,
+                     "Compute threads for the commands that run a model (generate, bench, serve)");
 
   std::map<std::string, vellum::cli::CommandRunner> runners;
   runners["generate"] = vellum::cli::add_generate_command(app);
@@ -30,6 +57,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    forward_global_threads(app, *global_threads);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

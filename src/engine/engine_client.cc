@@ -57,12 +57,18 @@ void RequestStream::push(RequestOutput output) {
   if (notifier) notifier();
 }
 
-void RequestStream::fail(std::string message) {
+bool RequestStream::engine_failed() const {
+  std::lock_guard lock(mu_);
+  return engine_failed_;
+}
+
+void RequestStream::fail(std::string message, bool engine_failed) {
   std::function<void()> notifier;
   {
     std::lock_guard lock(mu_);
     if (final_queued_) return;
     error_ = std::move(message);
+    engine_failed_ = engine_failed;
     final_queued_ = true;
     notifier = notifier_;
   }
@@ -117,7 +123,7 @@ std::shared_ptr<RequestStream> EngineClient::submit(std::string request_id, Prom
   {
     std::lock_guard lock(mu_);
     if (state_ == State::kFailed) {
-      stream->fail("the engine failed: " + failure_);
+      stream->fail("the engine failed: " + failure_, true);
       return stream;
     }
     if (!accepting_) {
@@ -220,9 +226,9 @@ void EngineClient::fail_all(const std::string& message) {
     num_unfinished_ = 0;
   }
   for (auto& command : commands) {
-    if (command->stream) command->stream->fail(message);
+    if (command->stream) command->stream->fail(message, true);
   }
-  for (auto& [id, stream] : streams_) stream->fail(message);
+  for (auto& [id, stream] : streams_) stream->fail(message, true);
   streams_.clear();
 }
 

@@ -196,6 +196,9 @@ class LLMEngineImpl final : public LLMEngine {
   std::unordered_map<std::string, std::shared_ptr<structured::CompiledGrammar>> beam_grammars_;
   std::unordered_map<std::string, structured::Matcher> beam_matchers_;
   std::vector<std::string> pending_aborts_;
+  // Requests that threw while their step was being set up: they end with finish reason
+  // "error" in that step, and the others go on.
+  std::vector<std::string> failed_requests_;
   int64_t num_kv_blocks_ = 0;
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
@@ -232,6 +235,12 @@ class LLMEngineImpl final : public LLMEngine {
   // Compiles (or finds in the cache) a request's constraint; an error message for a bad one.
   std::variant<std::shared_ptr<structured::CompiledGrammar>, std::string> compile_constraint(
       const StructuredOutputsParams& so);
+  // The sampling rows of a scheduled sequence and of the children forked from it this step;
+  // throws what a faulty request throws (nothing is added to rows_ then).
+  void add_rows(size_t sched_idx, const core::ScheduledRequest& s, int64_t logits_row);
+  // Fault injection (testing): throws, out of reach of the per-request isolation, when the
+  // sequence matches a fatal fault.
+  void throw_if_fatal_fault(const std::string& seq_id) const;
   std::optional<std::string> add_beam_search(const std::string& request_id,
                                              const std::string& prompt_text,
                                              const std::vector<int32_t>& prompt_ids,
@@ -623,16 +632,16 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
         beam_rows_.push_back({i, num_logit_rows - 1});
         continue;
       }
-      row_of_scheduled_[i] = rows_.size();
-      rows_.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
-                               s.request->output_token_ids()));
-      row_src_.push_back(num_logit_rows - 1);
-      if (auto f = pending_forks_.find(s.request_id); f != pending_forks_.end()) {
-        for (const std::string& child_id : f->second) {
-          fork_rows_.push_back({i, child_id, rows_.size()});
-          rows_.push_back(make_row(child_id, s.request->prompt_token_ids(), {}));
-          row_src_.push_back(num_logit_rows - 1);
-        }
+      throw_if_fatal_fault(s.request_id);
+      try {
+        add_rows(i, s, num_logit_rows - 1);
+      } catch (const std::exception& e) {
+        // One request's fault (a bug in its sampling setup, an allocation failure) ends that
+        // request only.
+        const auto request_id = output_.request_of(s.request_id);
+        if (!request_id) throw;
+        VELLUM_LOG_ERROR("request {} failed inside the engine: {}", *request_id, e.what());
+        failed_requests_.push_back(*request_id);
       }
     }
     std::span<float> logits = runner_->execute(runner_seqs_);
@@ -733,6 +742,19 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     for (const BeamFork& f : beam_forks_) fork(f.sched_idx, f.child_id, f.token_id, {});
     for (core::ScheduledRequest& cs : forked) sched.scheduled_requests.push_back(std::move(cs));
   }
+  // Finished before the update, which then skips them (their KV was written, and is freed).
+  for (const std::string& request_id : failed_requests_) {
+    for (const auto& [seq_id, state] : sequences_) {
+      if (output_.request_of(seq_id) == request_id) {
+        scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedError);
+        engine::SequenceUpdate u;
+        u.seq_id = seq_id;
+        u.finish_reason = "error";
+        updates.push_back(std::move(u));
+      }
+    }
+  }
+  failed_requests_.clear();
   const std::vector<core::EngineCoreOutput> core_outputs =
       scheduler_->update_from_output(sched, runner_out);
 
@@ -780,6 +802,42 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   std::erase_if(pending_forks_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
   std::erase_if(prompt_logprobs_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
   return std::move(result.outputs);
+}
+
+void LLMEngineImpl::add_rows(size_t sched_idx, const core::ScheduledRequest& s,
+                             int64_t logits_row) {
+  const FaultInjectionConfig& fault = config_.fault_injection;
+  if (!fault.fatal && !fault.request_id_substring.empty() &&
+      s.request_id.find(fault.request_id_substring) != std::string::npos) {
+    throw std::runtime_error(fmt::format("fault injection: request '{}' failed", s.request_id));
+  }
+  std::vector<sampling::SamplingRow> rows;
+  rows.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
+                          s.request->output_token_ids()));
+  const auto f = pending_forks_.find(s.request_id);
+  if (f != pending_forks_.end()) {
+    for (const std::string& child_id : f->second) {
+      rows.push_back(make_row(child_id, s.request->prompt_token_ids(), {}));
+    }
+  }
+  row_of_scheduled_[sched_idx] = rows_.size();
+  rows_.push_back(std::move(rows[0]));
+  row_src_.push_back(logits_row);
+  if (f != pending_forks_.end()) {
+    for (size_t c = 0; c < f->second.size(); ++c) {
+      fork_rows_.push_back({sched_idx, f->second[c], rows_.size()});
+      rows_.push_back(std::move(rows[c + 1]));
+      row_src_.push_back(logits_row);
+    }
+  }
+}
+
+void LLMEngineImpl::throw_if_fatal_fault(const std::string& seq_id) const {
+  const FaultInjectionConfig& fault = config_.fault_injection;
+  if (fault.fatal && !fault.request_id_substring.empty() &&
+      seq_id.find(fault.request_id_substring) != std::string::npos) {
+    throw std::runtime_error(fmt::format("fault injection: request '{}' broke the engine", seq_id));
+  }
 }
 
 sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,

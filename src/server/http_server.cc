@@ -65,11 +65,21 @@ class InFlight {
   std::atomic<int64_t>& count_;
 };
 
+ConnectionLimits connection_limits(const ServerOptions& options) {
+  ConnectionLimits limits;
+  limits.num_workers = std::max(1, options.num_http_threads);
+  limits.max_queued = std::max(0, options.max_queued_connections);
+  limits.request_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(0.001, options.request_timeout_seconds) * 1000.0));
+  return limits;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(ServerOptions options, EngineClient& client)
     : options_(std::move(options)),
       client_(client),
+      guard_(connection_limits(options_)),
       created_(static_cast<int64_t>(std::time(nullptr))) {
   context_.client = &client_;
   context_.served_model_name = options_.served_model_name;
@@ -79,8 +89,8 @@ HttpServer::HttpServer(ServerOptions options, EngineClient& client)
   };
   // A client that vanishes mid-write must fail the write, not kill the process.
   ::signal(SIGPIPE, SIG_IGN);
-  const auto num_threads = static_cast<size_t>(std::max(1, options_.num_http_threads));
-  http_.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
+  // A bounded pool: connections beyond the queue are answered 503 (see ConnectionGuard).
+  http_.new_task_queue = [this] { return guard_.make_task_queue(); };
   http_.set_payload_max_length(options_.max_body_bytes);
   // httplib closes a keep-alive connection after 5 requests by default; clients that pool
   // connections (the openai SDKs, bench serve) then race the close.
@@ -92,7 +102,10 @@ HttpServer::HttpServer(ServerOptions options, EngineClient& client)
   install_routes();
 }
 
-HttpServer::~HttpServer() { http_.stop(); }
+HttpServer::~HttpServer() {
+  http_.stop();
+  guard_.stop();
+}
 
 void HttpServer::on_engine_ready(ServerMetrics* metrics) {
   if (metrics != nullptr) {
@@ -115,6 +128,7 @@ std::optional<int> HttpServer::bind() {
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of connections (64 clients at once)
   // overflows it and the kernel drops connections. Listening again only raises the backlog.
   if (const int fd = listen_fd_.load(); fd >= 0) ::listen(fd, SOMAXCONN);
+  guard_.watch(listen_fd_.load(), port);
   return port;
 }
 
@@ -166,6 +180,12 @@ bool HttpServer::answer_if_unavailable(httplib::Response& res, bool generation) 
 
 void HttpServer::install_routes() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (ConnectionGuard::overflowing()) {
+      res.set_header("Connection", "close");
+      send_error(res, ApiError::unavailable(
+                          "The server has too many connections waiting; retry later"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 401;
     res.set_content(R"({"error":"Unauthorized"})", kJson);
@@ -198,45 +218,65 @@ void HttpServer::install_routes() {
         send_error(res, ApiError::internal(message));
       });
 
+  // Once the response is written (a whole SSE stream included), the connection's next request
+  // is under the request deadline again.
+  http_.set_logger([this](const httplib::Request& req, const httplib::Response&) {
+    guard_.end_request(req.remote_addr, req.remote_port);
+  });
+
+  // Every route runs once its request is complete (body read): from here until the logger the
+  // connection is not subject to the request deadline.
+  auto guarded = [this](httplib::Server::Handler handler) {
+    return [this, handler = std::move(handler)](const httplib::Request& req,
+                                                httplib::Response& res) {
+      guard_.begin_request(req.remote_addr, req.remote_port);
+      handler(req, res);
+    };
+  };
+
   auto health = [this](const httplib::Request&, httplib::Response& res) {
     if (ready_ && client_.state() == EngineClient::State::kReady && !shutting_down_) {
       res.status = 200;
       return;
     }
+    // A dead engine is unavailable for good (vLLM's EngineDeadError: 503); `vellum serve` exits.
+    if (client_.state() == EngineClient::State::kFailed) {
+      return send_error(res, ApiError::unavailable("The engine failed: " + client_.failure()));
+    }
     answer_if_unavailable(res, true);
   };
-  http_.Get("/health", health);
-  http_.Get("/ping", health);
-  http_.Post("/ping", health);
-  http_.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+  http_.Get("/health", guarded(health));
+  http_.Get("/ping", guarded(health));
+  http_.Post("/ping", guarded(health));
+  http_.Get("/version", guarded([](const httplib::Request&, httplib::Response& res) {
     send_json(res, json{{"version", VELLUM_VERSION_STRING}});
-  });
-  http_.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
+  }));
+  http_.Get("/load", guarded([this](const httplib::Request&, httplib::Response& res) {
     send_json(res, json{{"server_load", num_in_flight()}});
-  });
-  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  }));
+  http_.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
     const ServerMetrics* metrics = metrics_.load();
     if (metrics == nullptr) {
       send_error(res, ApiError::not_found("Metrics are not available (yet)"));
       return;
     }
     res.set_content(metrics->render(client_.stats()), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  }));
+  http_.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
     handle_models(res);
-  });
-  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http_.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res);
-  });
-  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http_.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_chat(req, res);
-  });
-  http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http_.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_tokenize(req, res);
-  });
-  http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http_.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_detokenize(req, res);
-  });
+  }));
 }
 
 template <typename Run>

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "server/connection_guard.h"
 #include "server/metrics.h"
 #include "server/serving.h"
 #include "vellum/engine_client.h"
@@ -41,6 +42,8 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{32} << 20; // larger bodies get 413
   int num_http_threads = 64;                // concurrent connections being served
   ChatParsers chat_parsers;                 // --enable-auto-tool-choice, --tool-call-parser, ...
+  int max_queued_connections = 256;         // waiting for a thread; beyond: answered 503
+  double request_timeout_seconds = 30.0;    // to deliver a complete request, else closed
 };
 
 class HttpServer {
@@ -68,6 +71,9 @@ class HttpServer {
 
   // Generation requests being served (GET /load).
   int64_t num_in_flight() const { return num_in_flight_.load(); }
+  // Connections closed for not delivering a request in time / answered 503 for lack of room.
+  int64_t num_timed_out_connections() const { return guard_.num_timed_out(); }
+  int64_t num_overflowed_connections() const { return guard_.num_overflowed(); }
 
  private:
   void install_routes();
@@ -87,6 +93,7 @@ class HttpServer {
   std::atomic<ServerMetrics*> metrics_{nullptr};
   std::atomic<bool> ready_{false};
   ServingContext context_;
+  ConnectionGuard guard_;
   httplib::Server http_;
   int64_t created_ = 0;
   std::atomic<int64_t> num_in_flight_{0};

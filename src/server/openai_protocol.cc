@@ -170,6 +170,13 @@ void parse_generation_fields(const Fields& f, GenerationRequest& r) {
   r.model = f.string("model");
   SamplingParams& p = r.params;
   set_if(f.integer("n"), p.n);
+  // Like vLLM V1, no best_of: refused rather than ignored.
+  if (auto best_of = f.integer("best_of"); best_of && *best_of > 1) {
+    fail_value(fmt::format("best_of={} is not supported (as in vLLM V1); ask for n samples "
+                           "and rank them by their logprobs instead.",
+                           *best_of),
+               "best_of");
+  }
   set_if(f.number("presence_penalty"), p.presence_penalty);
   set_if(f.number("frequency_penalty"), p.frequency_penalty);
   set_if(f.number("repetition_penalty"), p.repetition_penalty);

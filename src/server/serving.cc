@@ -122,7 +122,10 @@ bool EngineRequestGroup::drain(
       if (streams_[i]->done()) {
         finished[i] = true;
         --num_open;
-        if (auto error = streams_[i]->error(); error && !error_) error_ = *error;
+        if (auto error = streams_[i]->error(); error && !error_) {
+          error_ = *error;
+          engine_failed_ = streams_[i]->engine_failed();
+        }
       }
     }
     if (num_open > 0 && peer_gone && peer_gone()) {
@@ -139,17 +142,23 @@ void EngineRequestGroup::abort_all() {
   }
 }
 
+std::optional<ApiError> EngineRequestGroup::api_error() const {
+  if (!error_) return std::nullopt;
+  if (engine_failed_) return ApiError::internal("Internal server error: " + *error_);
+  return ApiError::bad_request(*error_);
+}
+
 ApiError generation_error() {
   return ApiError::internal("Internal server error: the engine failed while generating");
 }
 
 bool finish_stream(const WriteFn& write, const ResponseHeader& header, bool generation_failed,
-                   const std::optional<std::string>& engine_error,
+                   const std::optional<ApiError>& engine_error,
                    const std::optional<Usage>& usage) {
   if (generation_failed) {
     if (!write(sse_event(error_json(generation_error())))) return false;
   } else if (engine_error) {
-    if (!write(sse_event(error_json(ApiError::bad_request(*engine_error))))) return false;
+    if (!write(sse_event(error_json(*engine_error)))) return false;
   } else if (usage) {
     nlohmann::ordered_json chunk = header_json(header);
     chunk["choices"] = nlohmann::ordered_json::array();

@@ -90,6 +90,8 @@ class EngineRequestGroup {
 
   // The first engine rejection or failure, if any (vLLM's message).
   const std::optional<std::string>& error() const { return error_; }
+  // That error as the API answers it: 400 for a rejected request, 500 when the engine failed.
+  std::optional<ApiError> api_error() const;
 
   void abort_all();
 
@@ -98,6 +100,7 @@ class EngineRequestGroup {
   std::vector<std::string> request_ids_;
   std::vector<std::shared_ptr<RequestStream>> streams_;
   std::optional<std::string> error_;
+  bool engine_failed_ = false;
 };
 
 // The error of a generation that ended with finish_reason "error" (vLLM's GenerationError).
@@ -107,7 +110,7 @@ ApiError generation_error();
 // failed or the engine rejected a request, else the usage chunk when one was asked for; then
 // "data: [DONE]". False when a write fails.
 bool finish_stream(const WriteFn& write, const ResponseHeader& header, bool generation_failed,
-                   const std::optional<std::string>& engine_error,
+                   const std::optional<ApiError>& engine_error,
                    const std::optional<Usage>& usage);
 
 }  // namespace vellum::server

@@ -87,7 +87,7 @@ std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
     return true;
   });
   if (!complete) return ApiError::bad_request("Client disconnected");
-  if (group_.error()) return ApiError::bad_request(*group_.error());
+  if (auto error = group_.api_error()) return *error;
 
   std::sort(final_output.outputs.begin(), final_output.outputs.end(),
             [](const auto& a, const auto& b) { return a.index < b.index; });
@@ -207,7 +207,7 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
     usage = Usage{prompt_tokens, 0, cached_tokens};
     for (int64_t n : num_tokens) usage->completion_tokens += n;
   }
-  return finish_stream(write, header_, generation_failed, group_.error(), usage);
+  return finish_stream(write, header_, generation_failed, group_.api_error(), usage);
 }
 
 }  // namespace vellum::server

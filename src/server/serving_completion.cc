@@ -74,7 +74,7 @@ std::variant<json, ApiError> CompletionRun::collect(const PeerGoneFn& peer_gone)
     return true;
   });
   if (!complete) return ApiError::bad_request("Client disconnected");
-  if (group_.error()) return ApiError::bad_request(*group_.error());
+  if (auto error = group_.api_error()) return *error;
 
   const CompletionRequest& r = request_;
   json choices = json::array();
@@ -208,7 +208,7 @@ bool CompletionRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
     for (int64_t n : num_tokens) usage->completion_tokens += n;
     for (int64_t n : cached_tokens) *usage->cached_tokens += n;
   }
-  return finish_stream(write, header_, generation_failed, group_.error(), usage);
+  return finish_stream(write, header_, generation_failed, group_.api_error(), usage);
 }
 
 }  // namespace vellum::server

@@ -126,16 +126,8 @@ Vocab vocab_from_gguf(const gguf::GgufFile& file) {
   std::string name = file.get_string("general.name").value_or("");
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
-    for (int32_t id = 0; id < num_tokens; ++id) {
-      const std::string& text = vocab.tokens[id];
-      const bool special = vocab.attrs[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown);
-      if ((special || text == "</s>") && text != "<unk>" && text != "<s>" &&
-          text != "<|endoftext|>") {
-        vocab.attrs[id] |= kAttrRstrip;
-      }
-    }
-  }
+  vocab.phi3_special_rstrip =
+      name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos;
   return vocab;
 }
 

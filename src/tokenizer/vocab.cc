@@ -36,9 +36,23 @@ int32_t find_by_text(const TokenIndex& ids,
   return best;
 }
 
-// llama.cpp overrides the type of a control-looking token that is not a control token.
-void force_control(Vocab& vocab, int32_t id) {
-  if ((vocab.attrs[id] & kAttrControl) == 0) vocab.attrs[id] = kAttrControl;
+// llama.cpp adds the control type to a control-looking token that lacks it (keeping its other
+// attributes), so that it is no longer matched as special text without parse_special.
+void force_control(Vocab& vocab, int32_t id) { vocab.attrs[id] |= kAttrControl; }
+
+// llama.cpp's per-model attributes, set after the control types above: every special token
+// of a Phi-3 vocabulary and "</s>" eat the whitespace after them, except <unk>, <s> and
+// <|endoftext|>.
+void set_phi3_rstrip(Vocab& vocab, const TokenIndex& ids) {
+  for (int32_t id = 0; id < vocab.num_tokens(); ++id) {
+    if (vocab.attrs[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) {
+      vocab.attrs[id] |= kAttrRstrip;
+    }
+  }
+  if (const int32_t id = ids.find("</s>"); id != kNoToken) vocab.attrs[id] |= kAttrRstrip;
+  for (const std::string_view text : {"<unk>", "<s>", "<|endoftext|>"}) {
+    if (const int32_t id = ids.find(text); id != kNoToken) vocab.attrs[id] &= ~kAttrRstrip;
+  }
 }
 
 }  // namespace
@@ -106,7 +120,7 @@ void finalize_vocab(Vocab& vocab) {
   if (vocab.eot_id == kNoToken) {
     vocab.eot_id = find_by_text(
         ids, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-              "<|end_of_text|>", "<EOT>", "_<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+              "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
               "<end_of_utterance>"});
   }
   if (vocab.eom_id == kNoToken) vocab.eom_id = find_by_text(ids, {"<|eom_id|>"});
@@ -128,10 +142,15 @@ void finalize_vocab(Vocab& vocab) {
                            vocab.eot_id, vocab.eom_id}) {
     if (id != kNoToken) eog.push_back(id);
   }
-  static constexpr std::array<std::string_view, 12> kEogTexts = {
-      "<|eot_id|>",    "<|im_end|>",    "<|end|>",    "<|return|>",      "<|call|>",
-      "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",           "_<EOT>",
-      "<|end_of_text|>", "<end_of_utterance>"};
+  // llama.cpp's list; "</s>" is there for PaddleOCR, and so marks the literal "</s>" of any
+  // vocabulary (Phi-3's user-defined one, Qwen2's plain BPE piece) a control token.
+  static constexpr std::array<std::string_view, 22> kEogTexts = {
+      "<|eot_id|>",      "<|im_end|>",         "<|end|>",      "<|return|>",
+      "<|call|>",        "<|flush|>",          "<|calls|>",    "<end_of_turn>",
+      "<|endoftext|>",   "</s>",               "<|eom_id|>",   "<EOT>",
+      "_<EOT>",          "[EOT]",              "[EOS]",        "<|end_of_text|>",
+      "<end_of_utterance>", "<eos>",           "<turn|>",      "<|tool_response>",
+      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
   for (const auto text : kEogTexts) {
     const int32_t id = ids.find(text);
     if (id == kNoToken) continue;
@@ -141,14 +160,25 @@ void finalize_vocab(Vocab& vocab) {
   eog.insert(eog.end(), vocab.extra_eog_ids.begin(), vocab.extra_eog_ids.end());
   std::sort(eog.begin(), eog.end());
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
-  // gpt-oss (o200k_harmony): with <|return|> and <|call|>, <|end|> only ends a message.
+  // gpt-oss (o200k_harmony): with <|return|> and <|call|>, <|end|> only ends a message; the
+  // same for solar-open's <|calls|> and <|flush|>.
   const auto has = [&](std::string_view text) { return ids.contains(text); };
-  if (has("<|return|>") && has("<|call|>") && has("<|end|>")) {
+  const bool has_call = has("<|call|>") || has("<|calls|>");
+  if (has("<|end|>") && has_call && (has("<|return|>") || has("<|flush|>"))) {
     const int32_t end_id = ids.find("<|end|>");
     eog.erase(std::remove(eog.begin(), eog.end(), end_id), eog.end());
     vocab.attrs[end_id] = kAttrUserDefined;
   }
+  // Gemma 4: "</s>" is ordinary text there, not an end of generation.
+  if (has("<|tool_response>") && has("</s>")) {
+    const int32_t s_id = ids.find("</s>");
+    if (s_id != vocab.eos_id) {
+      eog.erase(std::remove(eog.begin(), eog.end(), s_id), eog.end());
+      vocab.attrs[s_id] = kAttrNormal;
+    }
+  }
   vocab.eog_ids = std::move(eog);
+  if (vocab.phi3_special_rstrip) set_phi3_rstrip(vocab, ids);
 }
 
 }  // namespace vellum::tokenizer

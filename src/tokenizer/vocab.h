@@ -95,6 +95,11 @@ struct Vocab {
 
   std::optional<std::string> chat_template;
 
+  // Phi-3 (general.name contains "phi-3" or "phi3"): finalize_vocab() gives the special tokens
+  // the rstrip attribute its GGUF files lack, after the end-of-generation tokens are marked, as
+  // llama.cpp does by model name.
+  bool phi3_special_rstrip = false;
+
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
 };
 

@@ -122,6 +122,65 @@ TEST(EngineClient, RejectedRequestFailsOnlyItsStream) {
   EXPECT_EQ(client.num_unfinished(), 0);
 }
 
+// A request that throws inside the engine ends with finish_reason "error"; the others go on
+// and its blocks are freed.
+TEST(EngineClient, RequestThatThrowsFailsAloneAndTheEngineGoesOn) {
+  VELLUM_REQUIRE_MODEL_FILE(model, "stories260K.gguf");
+  EngineConfig config = tiny_engine_config(model);
+  config.fault_injection.request_id_substring = "faulty";
+  EngineClient client(config);
+  ASSERT_TRUE(client.wait_until_ready()) << client.failure();
+  SamplingParams n2 = greedy(16);
+  n2.n = 2;
+  n2.temperature = 1.0f;
+  n2.seed = 7;
+  auto good = client.submit("good", std::string("Once upon a time"), greedy(16));
+  auto faulty = client.submit("faulty-1", std::string("The little dog"), greedy(16));
+  auto faulty_n2 = client.submit("faulty-2", std::string("The cat"), n2);
+  auto also_good = client.submit("also-good", std::string("The cat"), n2);
+  for (auto* stream : {faulty.get(), faulty_n2.get()}) {
+    const auto outputs = drain(*stream);
+    EXPECT_FALSE(stream->error().has_value());
+    ASSERT_FALSE(outputs.empty());
+    for (const CompletionOutput& out : outputs.back().outputs) {
+      EXPECT_EQ(out.finish_reason, "error") << stream->request_id();
+    }
+  }
+  EXPECT_EQ(drain(*good).back().outputs.at(0).token_ids.size(), 16u);
+  const auto outputs = drain(*also_good);
+  ASSERT_EQ(outputs.back().outputs.size(), 2u);
+  for (const CompletionOutput& out : outputs.back().outputs) EXPECT_EQ(out.token_ids.size(), 16u);
+  EXPECT_EQ(client.state(), EngineClient::State::kReady);
+  EXPECT_EQ(client.num_unfinished(), 0);
+  EXPECT_EQ(client.stats().kv_cache_usage, 0.0);
+  auto after = client.submit("after", std::string("The"), greedy(4));
+  EXPECT_EQ(drain(*after).back().outputs.at(0).token_ids.size(), 4u);
+}
+
+// A fault the engine cannot isolate stops it: the state says so and every stream fails with
+// an engine failure (a server's 500), none hangs.
+TEST(EngineClient, UnrecoverableFaultFailsEveryStream) {
+  VELLUM_REQUIRE_MODEL_FILE(model, "stories260K.gguf");
+  EngineConfig config = tiny_engine_config(model);
+  config.fault_injection.request_id_substring = "fatal";
+  config.fault_injection.fatal = true;
+  EngineClient client(config);
+  ASSERT_TRUE(client.wait_until_ready()) << client.failure();
+  auto bystander = client.submit("bystander", std::string("Once upon a time"), greedy(200));
+  auto fatal = client.submit("fatal", std::string("The little dog"), greedy(16));
+  drain(*fatal);
+  drain(*bystander);
+  ASSERT_TRUE(fatal->error().has_value());
+  EXPECT_TRUE(fatal->engine_failed());
+  ASSERT_TRUE(bystander->error().has_value());
+  EXPECT_TRUE(bystander->engine_failed());
+  EXPECT_EQ(client.state(), EngineClient::State::kFailed);
+  EXPECT_NE(client.failure().find("fault injection"), std::string::npos) << client.failure();
+  auto later = client.submit("later", std::string("The"), greedy(4));
+  drain(*later);
+  EXPECT_TRUE(later->error().has_value());
+}
+
 TEST(EngineClient, AbortWhileDecodingFreesTheBlocks) {
   VELLUM_REQUIRE_MODEL_FILE(model, "stories260K.gguf");
   EngineClient client(tiny_engine_config(model));

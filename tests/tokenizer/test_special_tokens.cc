@@ -90,6 +90,45 @@ TEST(SpecialTokens, Phi3EndTokenIsEndOfGeneration) {
   EXPECT_TRUE(tokenizer->chat_template().has_value());
 }
 
+// llama.cpp marks "</s>" an end-of-generation token by its text and makes it a control token,
+// so with parse_special off it is ordinary text, exactly as in the Llama 2 vocabulary that
+// Phi-3's first 32000 tokens copy (where "</s>" is a control token by type).
+TEST(SpecialTokens, Phi3EndOfSequenceTextIsLiteralWithoutParseSpecial) {
+  VELLUM_REQUIRE_MODEL_FILE(phi3_path, "vocab/ggml-vocab-phi-3.gguf");
+  VELLUM_REQUIRE_MODEL_FILE(llama_path, "vocab/ggml-vocab-llama-spm.gguf");
+  const auto phi3 = testing::load_gguf_tokenizer(phi3_path);
+  const auto llama = testing::load_gguf_tokenizer(llama_path);
+  const auto eos_text_id = phi3->token_id("</s>");
+  ASSERT_EQ(eos_text_id, 2);
+  EXPECT_TRUE(phi3->is_eog(2));
+  EXPECT_TRUE(phi3->is_special(2));
+
+  const EncodeOptions literal{.add_special = false, .parse_special = false};
+  for (const std::string text : {"Hello</s>world", "a </s> b", "</s>", " </s></s>\n</s>x"}) {
+    const Ids ids = phi3->encode(text, literal);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 0) << "text: '" << text << "'";
+    EXPECT_EQ(ids, llama->encode(text, literal)) << "text: '" << text << "'";
+    EXPECT_EQ(phi3->decode(ids), text);
+  }
+
+  // With parse_special, "</s>" is the token and eats the spaces after it (Phi-3's rstrip);
+  // the text after it gets the SentencePiece space prefix again.
+  const EncodeOptions parsed{.add_special = false, .parse_special = true};
+  const Ids hello = phi3->encode("Hello", literal);
+  const Ids world = phi3->encode("world", literal);
+  Ids expected = hello;
+  expected.push_back(2);
+  expected.insert(expected.end(), world.begin(), world.end());
+  EXPECT_EQ(phi3->encode("Hello</s>   world", parsed), expected);
+  // <|end|> keeps its rstrip after being marked end-of-generation.
+  const auto end_id = phi3->token_id("<|end|>");
+  ASSERT_TRUE(end_id.has_value());
+  expected = hello;
+  expected.push_back(*end_id);
+  expected.insert(expected.end(), world.begin(), world.end());
+  EXPECT_EQ(phi3->encode("Hello<|end|> \n world", parsed), expected);
+}
+
 TEST(SpecialTokens, DecodeRejectsOutOfRangeIds) {
   VELLUM_REQUIRE_MODEL_FILE(path, "stories260K.gguf");
   const auto tokenizer = testing::load_gguf_tokenizer(path);
