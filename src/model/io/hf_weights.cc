@@ -61,11 +61,11 @@ class Builder {
                  "{}: tensor '{}' is missing; the checkpoint is incomplete or does not match "
                  "config.json",
                  ckpt_.dir().string(), hf_name);
+    ggml_type_of(ckpt_, *t);
     VELLUM_CHECK(t->shape == hf_shape, ErrorCode::kInvalidModel,
                  "{}: tensor '{}' has shape [{}], but config.json implies [{}]",
                  ckpt_.file_of(*t).string(), hf_name, fmt::join(t->shape, ", "),
                  fmt::join(hf_shape, ", "));
-    ggml_type_of(ckpt_, *t);
     used_.insert(hf_name);
     return *t;
   }
