@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,7 @@ const TinyPair& tiny_pair() {
     TinyPair p;
     const fs::path base = testing::temp_dir() / "engine-hf";
     fs::remove_all(base);
+    fs::create_directories(base);
     model::MakeModelOptions o;
     o.shape = "tiny";
     o.dtype = "f16";
@@ -123,8 +125,16 @@ TEST(EngineHf, GenerationConfigGivesEosIdsAndSamplingDefaults) {
   const std::vector<int32_t> prompt = {1, 45, 200, 17, 9};
   const std::vector<int32_t> free_run = generate_ids(config, prompt, testing::greedy(8));
   ASSERT_EQ(free_run.size(), 8u);
-  // The third generated token becomes an end-of-sequence id (the second in the list).
-  const int32_t eos = free_run[2];
+  // The first token generated after step 0 that was not generated before becomes an
+  // end-of-sequence id (the second in the list): generation must stop right there.
+  size_t stop_at = 1;
+  while (stop_at < free_run.size() &&
+         std::find(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(stop_at),
+                   free_run[stop_at]) != free_run.begin() + static_cast<ptrdiff_t>(stop_at)) {
+    ++stop_at;
+  }
+  ASSERT_LT(stop_at, free_run.size()) << "the free run repeats one token";
+  const int32_t eos = free_run[stop_at];
   write_generation_config(dir, {{"bos_token_id", 1},
                                 {"eos_token_id", {2, eos}},
                                 {"temperature", 0.6},
@@ -141,7 +151,9 @@ TEST(EngineHf, GenerationConfigGivesEosIdsAndSamplingDefaults) {
     ASSERT_FALSE(engine->add_request("r", prompt, p).has_value());
     auto outputs = testing::run_all(*engine);
     const CompletionOutput& out = outputs["r"].outputs.at(0);
-    EXPECT_EQ(out.token_ids, std::vector<int32_t>(free_run.begin(), free_run.begin() + 3));
+    EXPECT_EQ(out.token_ids, std::vector<int32_t>(free_run.begin(),
+                                                  free_run.begin() +
+                                                      static_cast<ptrdiff_t>(stop_at) + 1));
     EXPECT_EQ(out.finish_reason, "stop");
     EXPECT_EQ(out.stop_reason_token, eos);
   }
