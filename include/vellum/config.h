@@ -8,7 +8,15 @@
 namespace vellum {
 
 struct ModelConfig {
-  std::string model;             // path to a GGUF file
+  std::string model;             // a GGUF file or a Hugging Face model directory
+  std::string load_format = "auto";  // auto | gguf | safetensors  (--load-format)
+  // Tokenizer: a Hugging Face directory (tokenizer.json), a tokenizer.json, or a GGUF file;
+  // empty: the model's own  (--tokenizer)
+  std::string tokenizer;
+  bool skip_tokenizer_init = false;  // no tokenizer: token-id prompts only, no output text
+  // auto: sampling defaults from the model directory's generation_config.json (vLLM's default);
+  // vllm: Vellum's own defaults; or a directory holding a generation_config.json
+  std::string generation_config = "auto";
   std::string dtype = "auto";    // auto | bfloat16 | float32  (--dtype)
   int64_t max_model_len = 0;     // 0: the model's context length  (--max-model-len)
   std::string chat_template;     // path to a Jinja file overriding the model's (--chat-template)

@@ -90,6 +90,11 @@ class LLMEngine {
   virtual std::optional<int32_t> bos_token_id() const = 0;
   virtual std::optional<int32_t> eos_token_id() const = 0;
 
+  // vLLM's get_default_sampling_params(): SamplingParams{} with the sampling defaults of the
+  // model's generation_config.json applied (--generation-config auto); front ends start from it
+  // for the fields a request does not set.
+  virtual SamplingParams default_sampling_params() const = 0;
+
   // True when a chat template is available (--chat-template, else the model's own).
   virtual bool has_chat_template() const = 0;
   // Renders a chat to prompt text with --chat-template, the model's template, or

@@ -165,7 +165,8 @@ CommandRunner add_bench_command(CLI::App& app) {
 
   auto* latency = bench->add_subcommand("latency", "Prefill and decode speed of one batch");
   auto lo = std::make_shared<LatencyOptions>();
-  latency->add_option("--model", lo->model, "GGUF file")->required();
+  latency->add_option("--model", lo->model, "GGUF file or Hugging Face model directory")
+      ->required();
   latency->add_option("--input-len", lo->input_len, "Prompt tokens per sequence");
   latency->add_option("--output-len", lo->output_len, "Generated tokens per sequence");
   latency->add_option("--batch-size", lo->batch_size, "Sequences decoded together");

@@ -110,7 +110,7 @@ int run_throughput(ThroughputOptions& o) {
 CommandRunner add_throughput_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("throughput", "Offline throughput on vLLM's random dataset");
   auto o = std::make_shared<ThroughputOptions>();
-  cmd->add_option("--model", o->model, "GGUF file")->required();
+  cmd->add_option("--model", o->model, "GGUF file or Hugging Face model directory")->required();
   cmd->add_option("--input-len,--random-input-len", o->input_len, "Prompt tokens");
   cmd->add_option("--output-len,--random-output-len", o->output_len, "Output tokens");
   cmd->add_option("--num-prompts", o->num_prompts, "Number of requests");

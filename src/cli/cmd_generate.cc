@@ -186,7 +186,7 @@ CommandRunner add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate text from prompts");
   auto o = std::make_shared<GenerateOptions>();
   o->params.temperature = 1.0;
-  cmd->add_option("--model", o->model, "GGUF file")->required();
+  cmd->add_option("--model", o->model, "GGUF file or Hugging Face model directory")->required();
   cmd->add_option("--prompt", o->prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompts", o->prompts_file,
                   "JSONL file: one {\"prompt\": ..., sampling fields...} per line");

@@ -10,7 +10,8 @@ namespace vellum::cli {
 
 CommandRunner add_make_model_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "make-model", "Write a valid GGUF with seeded random weights (for tests/benchmarks)");
+      "make-model", "Write a valid GGUF (or Hugging Face directory) with seeded random weights (for "
+      "tests/benchmarks)");
   auto options = std::make_shared<model::MakeModelOptions>();
   options->shape = "tiny";
   options->dtype = "f32";
@@ -29,7 +30,12 @@ CommandRunner add_make_model_command(CLI::App& app) {
   cmd->add_option("--seed", options->seed, "Random seed for the weights");
   cmd->add_option("--vocab-from", *vocab,
                   "GGUF file to copy the tokenizer from (default: a small built-in vocabulary)");
-  cmd->add_option("--output,-o", *output, "Output GGUF path")->required();
+  cmd->add_option("--format", options->format,
+                  "gguf (a .gguf file) or hf (a Hugging Face directory: config.json, "
+                  "model.safetensors; dtype f32, f16 or bf16)")
+      ->check(CLI::IsMember({"gguf", "hf"}));
+  cmd->add_option("--output,-o", *output, "Output GGUF path (--format hf: directory)")
+      ->required();
   return [options, vocab, output] {
     options->vocab_from = *vocab;
     options->output = *output;

@@ -165,7 +165,7 @@ int run_serve(ServeOptions& o) {
 CommandRunner add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   auto o = std::make_shared<ServeOptions>();
-  cmd->add_option("model", o->model, "GGUF file")->required();
+  cmd->add_option("model", o->model, "GGUF file or Hugging Face model directory")->required();
   cmd->add_option("--host", o->server.host, "Address to listen on");
   cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port)");
   cmd->add_option("--api-key", o->server.api_key,

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <filesystem>
 #include <string>
 
 #include "cli/commands.h"
@@ -86,8 +87,11 @@ std::string render_chat(const TokenizeOptions& o, const tokenizer::Tokenizer& to
 }
 
 int run_tokenize(const TokenizeOptions& o) {
-  const auto file = gguf::GgufFile::open(o.model);
-  const auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  // A Hugging Face directory (or its tokenizer.json), else a GGUF file.
+  const std::filesystem::path path(o.model);
+  const auto tok = std::filesystem::is_directory(path) || path.extension() == ".json"
+                       ? tokenizer::Tokenizer::from_hf_json(path)
+                       : tokenizer::Tokenizer::from_gguf(*gguf::GgufFile::open(path));
   if (!o.detokenize.empty()) {
     const std::vector<int32_t> ids = parse_ids(o.detokenize);
     for (int32_t id : ids) {
@@ -137,7 +141,7 @@ int run_tokenize(const TokenizeOptions& o) {
 CommandRunner add_tokenize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("tokenize", "Tokenize text (or detokenize ids) with a model's vocabulary");
   auto o = std::make_shared<TokenizeOptions>();
-  cmd->add_option("--model", o->model, "GGUF file (model or vocabulary only)")->required();
+  cmd->add_option("--model", o->model, "GGUF file (model or vocabulary only), or a directory with tokenizer.json")->required();
   auto* text = cmd->add_option("--text", o->text, "Text to tokenize");
   auto* detok = cmd->add_option("--detokenize", o->detokenize, "Token ids to turn back into text");
   auto* chat = cmd->add_option("--chat", o->chat_file,

@@ -9,6 +9,18 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
   app.add_option("--dtype", config.model.dtype,
                  "Weight compute precision: auto (keep the file's), bfloat16, float32")
       ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float32", "f32"}));
+  app.add_option("--load-format", config.model.load_format,
+                 "Model format: auto (a directory is a Hugging Face checkpoint), gguf, "
+                 "safetensors")
+      ->check(CLI::IsMember({"auto", "gguf", "safetensors"}));
+  app.add_option("--tokenizer", config.model.tokenizer,
+                 "Tokenizer to use instead of the model's: a Hugging Face directory, a "
+                 "tokenizer.json or a GGUF file");
+  app.add_flag("--skip-tokenizer-init", config.model.skip_tokenizer_init,
+               "Load no tokenizer: prompts must be token ids, outputs carry no text");
+  app.add_option("--generation-config", config.model.generation_config,
+                 "auto: sampling defaults from the model's generation_config.json; vllm: "
+                 "Vellum's defaults; or a directory with a generation_config.json");
   app.add_option("--kv-cache-dtype", config.cache.cache_dtype,
                  "KV cache storage: auto (bf16 where the CPU has AVX512-BF16), f32, f16, bf16")
       ->check(CLI::IsMember({"auto", "f32", "float32", "f16", "float16", "bf16", "bfloat16"}));

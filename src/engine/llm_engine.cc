@@ -17,6 +17,7 @@
 #include "engine/model_runner.h"
 #include "engine/model_setup.h"
 #include "engine/output_processor.h"
+#include "engine/tokenizer_setup.h"
 #include "sampling/bad_words.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
@@ -145,28 +146,42 @@ class LLMEngineImpl final : public LLMEngine {
     tokenizer::EncodeOptions options;
     options.add_special = add_special;
     options.parse_special = parse_special;
-    return tokenizer_->encode(text, options);
+    return require_tokenizer().encode(text, options);
   }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
     tokenizer::DecodeOptions options;
     options.skip_special_tokens = skip_special_tokens;
-    return tokenizer_->decode(ids, options);
+    return require_tokenizer().decode(ids, options);
   }
   int64_t max_model_len() const override { return max_model_len_; }
   int64_t vocab_size() const override { return loaded_.model->config().vocab_size; }
   std::string token_text(int32_t id) const override {
-    VELLUM_CHECK(id >= 0 && id < tokenizer_->vocab_size(), ErrorCode::kInvalidArgument,
+    const tokenizer::Tokenizer& tok = require_tokenizer();
+    VELLUM_CHECK(id >= 0 && id < tok.vocab_size(), ErrorCode::kInvalidArgument,
                  "token id {} is out of range: the vocabulary has {} tokens", id,
-                 tokenizer_->vocab_size());
-    return std::string(tokenizer_->token_text(id));
+                 tok.vocab_size());
+    return std::string(tok.token_text(id));
   }
-  std::optional<int32_t> bos_token_id() const override { return tokenizer_->bos_id(); }
-  std::optional<int32_t> eos_token_id() const override { return tokenizer_->eos_id(); }
+  SamplingParams default_sampling_params() const override {
+    return generation_.default_params;
+  }
+  std::optional<int32_t> bos_token_id() const override {
+    return tokenizer_ ? tokenizer_->bos_id() : std::nullopt;
+  }
+  std::optional<int32_t> eos_token_id() const override { return eos_id_; }
   bool has_chat_template() const override { return chat_template_.has_value(); }
   std::string apply_chat_template(const ChatTemplateRequest& request) const override;
 
  private:
   void load_chat_template();
+  // The tokenizer, or kInvalidArgument when the engine runs without one (--skip-tokenizer-init).
+  const tokenizer::Tokenizer& require_tokenizer() const {
+    VELLUM_CHECK(tokenizer_ != nullptr, ErrorCode::kInvalidArgument, "{}", kNoTokenizerMessage);
+    return *tokenizer_;
+  }
+  static constexpr const char* kNoTokenizerMessage =
+      "the engine was started with --skip-tokenizer-init: there is no tokenizer, so prompts must "
+      "be token ids and outputs carry no text";
 
   // --chat-template, else the model's own; a model template that fails to parse is reported when
   // a chat is rendered (chat_template_error_), a --chat-template file at startup.
@@ -174,7 +189,12 @@ class LLMEngineImpl final : public LLMEngine {
   std::string chat_template_error_;
   EngineConfig config_;
   engine::LoadedModel loaded_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;  // null with --skip-tokenizer-init
+  engine::GenerationConfig generation_;              // generation_config.json (HF directories)
+  // EOS (the tokenizer's, else generation_config's first) and the other ids that end generation
+  // (the tokenizer's end-of-generation tokens, generation_config's eos_token_id list).
+  std::optional<int32_t> eos_id_;
+  std::vector<int32_t> extra_eog_ids_;
   int64_t max_model_len_ = 0;
   std::unique_ptr<engine::ModelRunner> runner_;
   std::unique_ptr<core::Scheduler> scheduler_;
@@ -260,12 +280,36 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
     : config_(config),
       loaded_((engine::configure_threads(config.parallel.num_threads),
                engine::load_model_file(config.model))),
-      tokenizer_(tokenizer::Tokenizer::from_gguf(*loaded_.file)),
-      output_(*tokenizer_) {
+      tokenizer_(engine::load_tokenizer(config.model, loaded_.files)),
+      generation_(engine::load_generation_config(config.model, loaded_.files)),
+      output_(tokenizer_.get()) {
   const model::Model& model = *loaded_.model;
-  VELLUM_CHECK(tokenizer_->vocab_size() <= model.config().vocab_size, ErrorCode::kInvalidModel,
+  VELLUM_CHECK(tokenizer_ == nullptr || tokenizer_->vocab_size() <= model.config().vocab_size,
+               ErrorCode::kInvalidModel,
                "{}: the tokenizer has {} tokens but the model only {} output rows",
-               config.model.model, tokenizer_->vocab_size(), model.config().vocab_size);
+               config.model.model, tokenizer_ ? tokenizer_->vocab_size() : 0,
+               model.config().vocab_size);
+  if (tokenizer_) {
+    eos_id_ = tokenizer_->eos_id();
+    extra_eog_ids_ = tokenizer_->eog_ids();
+  }
+  for (int32_t id : generation_.eos_token_ids) {
+    VELLUM_CHECK(id < model.config().vocab_size, ErrorCode::kInvalidModel,
+                 "{}: generation_config.json's eos_token_id {} is outside the vocabulary of {}",
+                 config.model.model, id, model.config().vocab_size);
+    if (!eos_id_) eos_id_ = id;
+    extra_eog_ids_.push_back(id);
+  }
+  std::sort(extra_eog_ids_.begin(), extra_eog_ids_.end());
+  extra_eog_ids_.erase(std::unique(extra_eog_ids_.begin(), extra_eog_ids_.end()),
+                       extra_eog_ids_.end());
+  std::erase_if(extra_eog_ids_, [this](int32_t id) { return id == eos_id_; });
+  if (!generation_.overridden.empty()) {
+    VELLUM_LOG_INFO(
+        "default sampling parameters from the model's generation_config.json: {}; pass "
+        "--generation-config vllm to use Vellum's defaults",
+        fmt::format("{}", fmt::join(generation_.overridden, ", ")));
+  }
   max_model_len_ = engine::resolve_max_model_len(config.model, model.config());
   const kernels::KvType kv_type = engine::parse_kv_cache_dtype(config.cache.cache_dtype);
   const model::KvCacheShape shape = model.kv_cache_shape(
@@ -324,6 +368,10 @@ void LLMEngineImpl::load_chat_template() {
     }
     return;
   }
+  if (!tokenizer_) {
+    chat_template_error_ = kNoTokenizerMessage;
+    return;
+  }
   const auto source = tokenizer_->chat_template();
   if (!source) {
     chat_template_error_ =
@@ -365,8 +413,9 @@ std::string LLMEngineImpl::apply_chat_template(const ChatTemplateRequest& reques
   jinja::ChatTemplateOptions options;
   options.add_generation_prompt = request.add_generation_prompt;
   options.continue_final_message = request.continue_final_message;
-  if (auto bos = tokenizer_->bos_id()) options.bos_token = tokenizer_->token_text(*bos);
-  if (auto eos = tokenizer_->eos_id()) options.eos_token = tokenizer_->token_text(*eos);
+  const tokenizer::Tokenizer& tok = require_tokenizer();
+  if (auto bos = tok.bos_id()) options.bos_token = tok.token_text(*bos);
+  if (auto eos = tok.eos_id()) options.eos_token = tok.token_text(*eos);
   if (!request.tools_json.empty()) {
     options.tools =
         parse_chat_json(request.tools_json, "tools", &nlohmann::ordered_json::is_array, "array");
@@ -394,6 +443,10 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   SamplingParams params = raw_params;
   if (auto error = params.validate()) return error->message;
   params.normalize();
+  if (!tokenizer_ && (!params.bad_words.empty() || !params.stop.empty())) {
+    return std::string("stop strings and bad_words need a tokenizer, but ") +
+           kNoTokenizerMessage;
+  }
   if (!params.bad_words.empty()) {
     auto bad = sampling::build_bad_words_token_ids(
         params.bad_words,
@@ -425,6 +478,7 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
   if (const auto* text = std::get_if<std::string>(&prompt)) {
+    if (!tokenizer_) return std::string("text prompts need a tokenizer, but ") + kNoTokenizerMessage;
     prompt_text = *text;
     prompt_ids = tokenizer_->encode(*text, tokenizer::EncodeOptions{});
   } else {
@@ -454,11 +508,10 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   // Cached positions would have no logits.
   rp.skip_reading_prefix_cache = params.prompt_logprobs.has_value();
   if (!params.ignore_eos) {
-    rp.stop.eos_token_id = tokenizer_->eos_id();
+    rp.stop.eos_token_id = eos_id_;
     // Other end-of-generation tokens (<|eot_id|>, <|im_end|>, ...) stop like stop_token_ids.
-    for (int32_t id : tokenizer_->eog_ids()) {
-      if (id != tokenizer_->eos_id()) rp.stop.stop_token_ids.push_back(id);
-    }
+    rp.stop.stop_token_ids.insert(rp.stop.stop_token_ids.end(), extra_eog_ids_.begin(),
+                                  extra_eog_ids_.end());
   }
   rp.stop.stop_token_ids.insert(rp.stop.stop_token_ids.end(), params.stop_token_ids.begin(),
                                 params.stop_token_ids.end());
@@ -492,10 +545,8 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
     sequences_.erase(seq_ids[static_cast<size_t>(i)]);
     SequenceState& state =
         sequences_.emplace(seq_ids[static_cast<size_t>(i)], SequenceState(child)).first->second;
-    state.eos_token_id = tokenizer_->eos_id().value_or(-1);
-    for (int32_t id : tokenizer_->eog_ids()) {
-      if (id != tokenizer_->eos_id()) state.extra_stop_token_ids.push_back(id);
-    }
+    state.eos_token_id = eos_id_.value_or(-1);
+    state.extra_stop_token_ids = extra_eog_ids_;
     if (grammar) state.matcher.emplace(grammar);
   }
   scheduler_->add_request(std::make_shared<core::Request>(seq_ids[0], prompt_ids, rp, hasher_));
@@ -521,7 +572,7 @@ std::optional<std::string> LLMEngineImpl::add_beam_search(const std::string& req
       beam_groups_
           .emplace(request_id,
                    engine::BeamSearchGroup(request_id, prompt_text, prompt_ids, params,
-                                           tokenizer_->eos_id().value_or(-1), max_tokens,
+                                           eos_id_.value_or(-1), max_tokens,
                                            rp.arrival_time))
           .first->second;
   // The group decides EOS and length itself; the scheduler only caps the length.
@@ -542,7 +593,7 @@ RequestOutput LLMEngineImpl::finish_beam_group(const std::string& request_id, bo
   beam_grammars_.erase(request_id);
   RequestOutput out = g.make_output(
       [this](const std::vector<int32_t>& ids, bool skip_special) {
-        return decode(ids, skip_special);
+        return tokenizer_ ? decode(ids, skip_special) : std::string();
       },
       aborted, now_seconds());
   beam_groups_.erase(request_id);
@@ -864,6 +915,11 @@ sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
 
 std::variant<std::shared_ptr<structured::CompiledGrammar>, std::string>
 LLMEngineImpl::compile_constraint(const StructuredOutputsParams& so) {
+  if (tokenizer_ == nullptr) {
+    return std::string(
+        "structured outputs need the token texts, but the engine was started with "
+        "--skip-tokenizer-init: start it with a tokenizer");
+  }
   if (!grammar_cache_) {
     std::vector<std::string> token_bytes(static_cast<size_t>(tokenizer_->vocab_size()));
     for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {

@@ -60,17 +60,23 @@ int configure_threads(int requested) {
 
 LoadedModel load_model_file(const ModelConfig& config) {
   VELLUM_CHECK(!config.model.empty(), ErrorCode::kInvalidArgument,
-               "no model given: pass a GGUF file (make one with `vellum make-model`)");
+               "no model given: pass a GGUF file or a Hugging Face model directory (make one "
+               "with `vellum make-model`)");
   LoadedModel loaded;
-  loaded.file = gguf::GgufFile::open(config.model);
-  loaded.model = model::load_model(loaded.file, model::ModelLoadOptions{parse_dtype(config.dtype)});
+  const kernels::MatmulPrecision precision = parse_dtype(config.dtype);
+  loaded.files =
+      model::open_model_files(config.model, model::parse_load_format(config.load_format));
+  loaded.model = model::load_model(loaded.files, model::ModelLoadOptions{precision});
   VELLUM_LOG_INFO("{}", loaded.model->describe());
-  VELLUM_LOG_INFO("tensor types in the file: {}", loaded.model->config().weight_type_summary);
+  VELLUM_LOG_INFO("tensor types in the {}: {}",
+                  loaded.files.is_hf() ? "checkpoint" : "file",
+                  loaded.model->config().weight_type_summary);
   // The kernels each stored weight type runs on (2-D tensors: the matrix products).
+  const model::WeightSource& weights = *loaded.files.weights;
   std::vector<kernels::WeightType> types;
-  for (const gguf::TensorInfo& t : loaded.file->tensors()) {
+  for (const gguf::TensorInfo& t : weights.tensors()) {
     if (t.shape.size() < 2) continue;
-    const kernels::WeightType type = model::weight_type_of(*loaded.file, t);
+    const kernels::WeightType type = model::weight_type_of(weights, t);
     if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
   }
   for (kernels::WeightType type : types) {

@@ -26,9 +26,10 @@ const char* kv_type_name(kernels::KvType type);
 int configure_threads(int requested);
 
 struct LoadedModel {
-  std::shared_ptr<const gguf::GgufFile> file;
+  model::ModelFiles files;  // the GGUF file or Hugging Face directory, its config and tensors
   std::unique_ptr<model::Model> model;
 };
+// Opens config.model (a GGUF file or a Hugging Face directory, per --load-format) and builds it.
 LoadedModel load_model_file(const ModelConfig& config);
 
 // The context length in force: --max-model-len if given (must not exceed the model's), else the

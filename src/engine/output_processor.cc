@@ -32,8 +32,8 @@ void OutputProcessor::add_request(const std::string& request_id, const std::stri
   for (size_t i = 0; i < seq_ids.size(); ++i) {
     Sequence seq;
     seq.index = static_cast<int32_t>(i);
-    if (params.detokenize) {
-      seq.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(tokenizer_, options,
+    if (params.detokenize && tokenizer_ != nullptr) {
+      seq.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(*tokenizer_, options,
                                                                            prompt_token_ids);
     }
     state.sequences.push_back(std::move(seq));

@@ -31,7 +31,8 @@ struct SequenceUpdate {
 
 class OutputProcessor {
  public:
-  explicit OutputProcessor(const tokenizer::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  // `tokenizer` may be null (--skip-tokenizer-init): outputs then carry token ids only.
+  explicit OutputProcessor(const tokenizer::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
 
   // Registers a request with its n child sequence ids.
   void add_request(const std::string& request_id, const std::string& prompt,
@@ -82,7 +83,7 @@ class OutputProcessor {
   bool append_text(RequestState& request, Sequence& seq, const SequenceUpdate& update);
   RequestOutput make_output(RequestState& request, const std::string& request_id, bool finished);
 
-  const tokenizer::Tokenizer& tokenizer_;
+  const tokenizer::Tokenizer* tokenizer_;  // null: no detokenization
   std::unordered_map<std::string, RequestState> requests_;
   std::unordered_map<std::string, std::pair<std::string, int32_t>> seq_to_request_;
 };

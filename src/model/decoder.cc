@@ -42,7 +42,7 @@ struct DecoderLayer {
 
 class DecoderModel final : public Model {
  public:
-  DecoderModel(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
+  DecoderModel(std::shared_ptr<const WeightSource> weights, const ModelConfig& config,
                const ModelLoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
@@ -56,7 +56,7 @@ class DecoderModel final : public Model {
   void feed_forward(DecoderLayer& layer, float* out, const float* h, int64_t num_tokens,
                     void* scratch);
 
-  std::shared_ptr<const gguf::GgufFile> file_;
+  std::shared_ptr<const WeightSource> file_;
   ModelConfig config_;
   const void* token_embd_ = nullptr;  // (vocab, hidden) rows in the mapping
   kernels::WeightType token_embd_type_ = kernels::WeightType::kF32;
@@ -73,10 +73,10 @@ class DecoderModel final : public Model {
   AlignedBuffer matmul_scratch_, attention_scratch_;
 };
 
-DecoderModel::DecoderModel(std::shared_ptr<const gguf::GgufFile> file, const ModelConfig& config,
-                           const ModelLoadOptions& options)
-    : file_(std::move(file)), config_(config) {
-  const gguf::GgufFile& f = *file_;
+DecoderModel::DecoderModel(std::shared_ptr<const WeightSource> weights,
+                           const ModelConfig& config, const ModelLoadOptions& options)
+    : file_(std::move(weights)), config_(config) {
+  const WeightSource& f = *file_;
   const int64_t hidden = config_.hidden_size;
 
   const gguf::TensorInfo& embd = require_tensor(f, lt::kTokenEmbd);
@@ -123,7 +123,7 @@ DecoderModel::DecoderModel(std::shared_ptr<const gguf::GgufFile> file, const Mod
 }
 
 void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision) {
-  const gguf::GgufFile& f = *file_;
+  const WeightSource& f = *file_;
   const ArchSpec& spec = config_.arch;
   const int64_t hidden = config_.hidden_size;
   const int64_t head_dim = config_.head_dim;
@@ -331,10 +331,10 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
 
 }  // namespace
 
-std::unique_ptr<Model> create_decoder_model(std::shared_ptr<const gguf::GgufFile> file,
+std::unique_ptr<Model> create_decoder_model(std::shared_ptr<const WeightSource> weights,
                                             const ModelConfig& config,
                                             const ModelLoadOptions& options) {
-  return std::make_unique<DecoderModel>(std::move(file), config, options);
+  return std::make_unique<DecoderModel>(std::move(weights), config, options);
 }
 
 }  // namespace vellum::model

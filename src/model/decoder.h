@@ -15,11 +15,12 @@
 
 #include <memory>
 
+#include "model/io/weight_source.h"
 #include "model/model.h"
 
 namespace vellum::model {
 
-std::unique_ptr<Model> create_decoder_model(std::shared_ptr<const gguf::GgufFile> file,
+std::unique_ptr<Model> create_decoder_model(std::shared_ptr<const WeightSource> weights,
                                             const ModelConfig& config,
                                             const ModelLoadOptions& options);
 

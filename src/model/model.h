@@ -14,6 +14,7 @@
 #include "kernels/matmul.h"
 #include "model/forward_batch.h"
 #include "model/io/model_config.h"
+#include "model/io/model_files.h"
 #include "model/kv_cache.h"
 
 namespace vellum::gguf {
@@ -62,5 +63,8 @@ std::vector<std::string> supported_architectures();
 // file and the problem (unknown architecture, missing tensor, unsupported tensor type).
 std::unique_ptr<Model> load_model(std::shared_ptr<const gguf::GgufFile> file,
                                   const ModelLoadOptions& options);
+// Builds the model of already opened files (a GGUF file or a Hugging Face directory); the model
+// keeps files.weights alive.
+std::unique_ptr<Model> load_model(const ModelFiles& files, const ModelLoadOptions& options);
 
 }  // namespace vellum::model

@@ -15,7 +15,12 @@ std::unique_ptr<Model> load_model(std::shared_ptr<const gguf::GgufFile> file,
   // from_gguf rejects an unknown architecture, naming the supported ones, and any metadata or
   // tensor whose math the decoder does not implement.
   const ModelConfig config = ModelConfig::from_gguf(*file);
-  return create_decoder_model(std::move(file), config, options);
+  return create_decoder_model(WeightSource::from_gguf(std::move(file)), config, options);
+}
+
+std::unique_ptr<Model> load_model(const ModelFiles& files, const ModelLoadOptions& options) {
+  VELLUM_CHECK(files.weights != nullptr, ErrorCode::kInternal, "load_model needs opened files");
+  return create_decoder_model(files.weights, files.config, options);
 }
 
 }  // namespace vellum::model

@@ -14,7 +14,7 @@
 
 namespace vellum::model {
 
-MoeFfn::MoeFfn(const gguf::GgufFile& file, int layer, const ModelConfig& config,
+MoeFfn::MoeFfn(const WeightSource& file, int layer, const ModelConfig& config,
                kernels::MatmulPrecision precision)
     : hidden_(config.hidden_size),
       num_experts_(config.num_experts),

@@ -17,6 +17,7 @@
 
 #include "common/aligned_buffer.h"
 #include "gguf/gguf.h"
+#include "model/io/weight_source.h"
 #include "kernels/matmul.h"
 #include "model/io/model_config.h"
 #include "model/projection.h"
@@ -26,7 +27,7 @@ namespace vellum::model {
 class MoeFfn {
  public:
   // Loads layer `layer`'s router (ffn_gate_inp, kept in f32) and stacked experts.
-  MoeFfn(const gguf::GgufFile& file, int layer, const ModelConfig& config,
+  MoeFfn(const WeightSource& file, int layer, const ModelConfig& config,
          kernels::MatmulPrecision precision);
 
   // out: (num_tokens, hidden), written (not accumulated); h: (num_tokens, hidden), not aliasing

@@ -5,7 +5,7 @@
 
 namespace vellum::model {
 
-Projection Projection::load(const gguf::GgufFile& file, const std::vector<std::string>& names,
+Projection Projection::load(const WeightSource& file, const std::vector<std::string>& names,
                             const std::vector<int64_t>& rows, int64_t n_in,
                             kernels::MatmulPrecision precision) {
   VELLUM_ASSERT(!names.empty() && names.size() == rows.size());

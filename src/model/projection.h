@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "model/io/weight_source.h"
 #include "kernels/matmul.h"
 
 namespace vellum::model {
@@ -26,7 +27,7 @@ class Projection {
   };
 
   // The named 2-D tensors, each checked to be (n_in, rows[i]).
-  static Projection load(const gguf::GgufFile& file, const std::vector<std::string>& names,
+  static Projection load(const WeightSource& file, const std::vector<std::string>& names,
                          const std::vector<int64_t>& rows, int64_t n_in,
                          kernels::MatmulPrecision precision);
   static Projection from_slices(const std::vector<Slice>& slices, int64_t n_in,

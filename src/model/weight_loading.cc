@@ -9,7 +9,7 @@
 
 namespace vellum::model {
 
-kernels::WeightType weight_type_of(const gguf::GgufFile& file, const gguf::TensorInfo& tensor) {
+kernels::WeightType weight_type_of(const WeightSource& file, const gguf::TensorInfo& tensor) {
   using gguf::GgmlType;
   using kernels::WeightType;
   switch (tensor.type) {
@@ -37,7 +37,7 @@ kernels::WeightType weight_type_of(const gguf::GgufFile& file, const gguf::Tenso
                kernels::supported_weight_types_list());
 }
 
-const gguf::TensorInfo& require_tensor(const gguf::GgufFile& file, std::string_view name) {
+const gguf::TensorInfo& require_tensor(const WeightSource& file, std::string_view name) {
   const gguf::TensorInfo* tensor = file.find_tensor(name);
   VELLUM_CHECK(tensor != nullptr, ErrorCode::kInvalidModel,
                "{}: required tensor '{}' is missing; the file is incomplete or not a llama-family "
@@ -46,7 +46,7 @@ const gguf::TensorInfo& require_tensor(const gguf::GgufFile& file, std::string_v
   return *tensor;
 }
 
-std::vector<float> load_f32_vector(const gguf::GgufFile& file, std::string_view name,
+std::vector<float> load_f32_vector(const WeightSource& file, std::string_view name,
                                    int64_t expected_size) {
   const gguf::TensorInfo& tensor = require_tensor(file, name);
   VELLUM_CHECK(tensor.num_elements() == expected_size, ErrorCode::kInvalidModel,
@@ -59,7 +59,7 @@ std::vector<float> load_f32_vector(const gguf::GgufFile& file, std::string_view 
   return out;
 }
 
-kernels::PackedLinear pack_fused_linear(const gguf::GgufFile& file,
+kernels::PackedLinear pack_fused_linear(const WeightSource& file,
                                         const std::vector<std::string>& names,
                                         const std::vector<int64_t>& expected_rows, int64_t n_in,
                                         kernels::MatmulPrecision precision) {

@@ -312,7 +312,8 @@ void HttpServer::respond_with(const httplib::Request& req, httplib::Response& re
 
 void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res) {
   if (answer_if_unavailable(res, true)) return;
-  auto parsed = parse_completion_request(req.body);
+  auto parsed =
+      parse_completion_request(req.body, client_.engine().default_sampling_params());
   if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
   auto started = CompletionRun::start(context_, std::move(std::get<CompletionRequest>(parsed)));
   if (auto* error = std::get_if<ApiError>(&started)) return send_error(res, *error);
@@ -321,7 +322,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
 
 void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res) {
   if (answer_if_unavailable(res, true)) return;
-  auto parsed = parse_chat_completion_request(req.body);
+  auto parsed =
+      parse_chat_completion_request(req.body, client_.engine().default_sampling_params());
   if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
   auto started = ChatRun::start(context_, std::move(std::get<ChatCompletionRequest>(parsed)));
   if (auto* error = std::get_if<ApiError>(&started)) return send_error(res, *error);

@@ -374,10 +374,27 @@ Parsed<T> parse_with(const std::string& body, Fn&& fill) {
   }
 }
 
+// A completion or chat request, starting from the model's sampling defaults.
+template <typename T, typename Fn>
+Parsed<T> parse_generation_with(const std::string& body, const SamplingParams& defaults,
+                                Fn&& fill) {
+  return parse_with<T>(body, [&](const Fields& f, T& r) {
+    SamplingParams& p = r.params;
+    p.temperature = defaults.temperature;
+    p.top_p = defaults.top_p;
+    p.top_k = defaults.top_k;
+    p.min_p = defaults.min_p;
+    p.repetition_penalty = defaults.repetition_penalty;
+    fill(f, r);
+  });
+}
+
 }  // namespace
 
-Parsed<CompletionRequest> parse_completion_request(const std::string& body) {
-  return parse_with<CompletionRequest>(body, [](const Fields& f, CompletionRequest& r) {
+Parsed<CompletionRequest> parse_completion_request(const std::string& body,
+                                                   const SamplingParams& defaults) {
+  return parse_generation_with<CompletionRequest>(
+      body, defaults, [](const Fields& f, CompletionRequest& r) {
     parse_generation_fields(f, r);
     r.prompts = parse_prompts(f);
     SamplingParams& p = r.params;
@@ -397,8 +414,10 @@ Parsed<CompletionRequest> parse_completion_request(const std::string& body) {
   });
 }
 
-Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& body) {
-  return parse_with<ChatCompletionRequest>(body, [](const Fields& f, ChatCompletionRequest& r) {
+Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& body,
+                                                            const SamplingParams& defaults) {
+  return parse_generation_with<ChatCompletionRequest>(
+      body, defaults, [](const Fields& f, ChatCompletionRequest& r) {
     r.add_special_tokens = false;  // the chat template writes the special tokens itself
     parse_generation_fields(f, r);
     set_if(f.boolean("add_special_tokens"), r.add_special_tokens);

@@ -85,8 +85,13 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
-Parsed<CompletionRequest> parse_completion_request(const std::string& body);
-Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& body);
+// `defaults`: the model's sampling defaults (LLMEngine::default_sampling_params(), from its
+// generation_config.json); temperature, top_p, top_k, min_p and repetition_penalty apply where
+// the request does not set them, as vLLM's default_sampling_params do.
+Parsed<CompletionRequest> parse_completion_request(const std::string& body,
+                                                   const SamplingParams& defaults = {});
+Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& body,
+                                                            const SamplingParams& defaults = {});
 Parsed<TokenizeRequest> parse_tokenize_request(const std::string& body);
 Parsed<DetokenizeRequest> parse_detokenize_request(const std::string& body);
 

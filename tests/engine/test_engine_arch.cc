@@ -22,12 +22,16 @@ using nlohmann::json;
 
 constexpr double kTolerance = 1e-3;  // README: f32 engine vs reference-f32.json
 
-void check_arch_model(const std::string& file, int64_t block_size) {
+// `hf_copy`: run the Hugging Face copy arch/hf/<hf_copy> (no tokenizer files: token-id prompts
+// only) against the references of its GGUF twin `file`.
+void check_arch_model(const std::string& file, int64_t block_size,
+                      const std::string& hf_copy = "") {
   VELLUM_REQUIRE_MODEL_FILE(ref_path, "arch/reference-f32.json");
-  VELLUM_REQUIRE_MODEL_FILE(model_path, "arch/" + file);
+  VELLUM_REQUIRE_MODEL_FILE(model_path, hf_copy.empty() ? "arch/" + file : "arch/hf/" + hf_copy);
   std::ifstream in(ref_path);
   const json ref = json::parse(in);
   EngineConfig config = testing::tiny_engine_config(model_path);
+  config.model.skip_tokenizer_init = !hf_copy.empty();
   config.model.dtype = "float32";
   config.cache.block_size = block_size;
   config.scheduler.max_num_batched_tokens = 64;  // prompts of 100 and 200 tokens are chunked
@@ -79,6 +83,8 @@ TEST(EngineArch, Qwen3QkNorm) { check_arch_model("qwen3-f16.gguf", 16); }
 TEST(EngineArch, Phi3Fused) { check_arch_model("phi3-f16.gguf", 16); }
 TEST(EngineArch, MixtralMoe) { check_arch_model("llama-moe-f16.gguf", 16); }
 TEST(EngineArch, Qwen3MoeQuantized) { check_arch_model("qwen3moe-q4_k_m.gguf", 8); }
+TEST(EngineArch, HfGemma2Directory) { check_arch_model("gemma2-f16.gguf", 16, "gemma2"); }
+TEST(EngineArch, HfMixtralDirectory) { check_arch_model("llama-moe-f16.gguf", 16, "llama-moe"); }
 
 // ---- Sliding windows through the KV cache ----
 

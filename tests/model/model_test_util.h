@@ -15,8 +15,8 @@ namespace vellum::testing {
 inline std::unique_ptr<model::Model> load_test_model(
     const std::filesystem::path& path,
     kernels::MatmulPrecision precision = kernels::MatmulPrecision::kAuto) {
-  std::shared_ptr<const gguf::GgufFile> file = gguf::GgufFile::open(path);
-  return model::load_model(std::move(file), model::ModelLoadOptions{precision});
+  // A GGUF file, or a Hugging Face directory.
+  return model::load_model(model::open_model_files(path), model::ModelLoadOptions{precision});
 }
 
 // Hands out blocks from a counter; block 0 stays the null block. Good enough for tests that

@@ -206,9 +206,16 @@ Comparison compare(const PositionLogits& rows, const RefCase& ref_case,
 
 class ArchReference : public ::testing::TestWithParam<std::string> {};
 
+// "hf/<name>" (a Hugging Face copy, README "Hugging Face copies") shares the references of its
+// GGUF twin "<name>-f16.gguf"; a .gguf parameter is its own.
+std::string reference_file(const std::string& param) {
+  return param.starts_with("hf/") ? param.substr(3) + "-f16.gguf" : param;
+}
+
 TEST_P(ArchReference, MatchesLlamaCpp) {
-  const std::string file = GetParam();
-  VELLUM_REQUIRE_MODEL_FILE(path, "arch/" + file);
+  const std::string file = reference_file(GetParam());
+  VELLUM_REQUIRE_MODEL_FILE(path, "arch/" + GetParam());
+  VELLUM_REQUIRE_MODEL_FILE(twin_path, "arch/" + file);
   VELLUM_REQUIRE_MODEL_FILE(ref_f32_path, "arch/reference-f32.json");
   VELLUM_REQUIRE_MODEL_FILE(ref_path, "arch/reference.json");
   VELLUM_REQUIRE_MODEL_FILE(logits_path, "arch/logits.json");
@@ -218,7 +225,7 @@ TEST_P(ArchReference, MatchesLlamaCpp) {
 
   // The references belong to these exact bytes.
   ASSERT_TRUE(ref["models"].contains(file)) << file;
-  ASSERT_EQ(sha256_hex(path), ref["models"][file]["sha256"].get<std::string>())
+  ASSERT_EQ(sha256_hex(twin_path), ref["models"][file]["sha256"].get<std::string>())
       << file << " differs from the file the references were made with";
 
   auto model = testing::load_test_model(path, kernels::MatmulPrecision::kF32);
@@ -297,7 +304,7 @@ TEST_P(ArchReference, MatchesLlamaCpp) {
       "{:.3g}; last-prompt logits vs logits.json {:.3g}; greedy positions checked {}; dtype auto "
       "vs reference-f32 {:.3g}",
       max_f32, max_batched, max_ref, max_logits, greedy_checked, max_auto);
-  std::cout << "[ arch    ] " << file << ": " << summary << "\n";
+  std::cout << "[ arch    ] " << GetParam() << ": " << summary << "\n";
   ::testing::Test::RecordProperty("summary", summary);
 }
 
@@ -312,10 +319,16 @@ const std::vector<std::string> kArchFiles = {
     "gemma2-q4_k_m.gguf",   "gemma3-f16.gguf",       "gemma3-q4_k_m.gguf",
     "phi3-f16.gguf",        "phi3-q4_k_m.gguf",      "llama-moe-f16.gguf",
     "llama-moe-q4_k_m.gguf", "qwen3moe-f16.gguf",    "qwen3moe-q4_k_m.gguf",
+    // Hugging Face copies of the F16 files (config.json + model.safetensors).
+    "hf/llama",             "hf/qwen2",              "hf/qwen3",
+    "hf/gemma2",            "hf/gemma3",             "hf/phi3",
+    "hf/llama-moe",         "hf/qwen3moe",
 };
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param.substr(0, info.param.size() - 5);  // drop ".gguf"
+  std::string name = info.param.ends_with(".gguf")
+                         ? info.param.substr(0, info.param.size() - 5)  // drop ".gguf"
+                         : info.param;
   for (char& ch : name) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }

@@ -11,6 +11,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/io/arch_spec.h"
 #include "model/io/builtin_vocab.h"
+#include "model/io/hf_writer.h"
 #include "model/io/model_config.h"
 #include "model/io/quant_mix.h"
 #include "model/io/random_weights.h"
@@ -125,6 +126,36 @@ void add_random(gguf::GgufWriter& writer, uint64_t seed, std::string name, gguf:
 }  // namespace
 
 void make_model(const MakeModelOptions& options) {
+  if (options.format == "hf") {
+    const QuantPreset& preset = find_dtype(options.dtype);
+    VELLUM_CHECK(preset.base == gguf::GgmlType::F32 || preset.base == gguf::GgmlType::F16 ||
+                     preset.base == gguf::GgmlType::BF16,
+                 ErrorCode::kInvalidArgument,
+                 "--format hf writes F32, F16 or BF16 safetensors; --dtype {} is a quantized type "
+                 "(use f32, f16 or bf16, or --format gguf)",
+                 options.dtype);
+    VELLUM_CHECK(!options.output.empty(), ErrorCode::kInvalidArgument,
+                 "make-model needs an output directory");
+    // The GGUF first, then its exact weights in Hugging Face form.
+    std::error_code ec;
+    std::filesystem::create_directories(options.output, ec);
+    VELLUM_CHECK(!ec, ErrorCode::kIo, "cannot create directory '{}': {}", options.output.string(),
+                 ec.message());
+    MakeModelOptions gguf_options = options;
+    gguf_options.format = "gguf";
+    gguf_options.output = options.output / ".make-model.tmp.gguf";
+    make_model(gguf_options);
+    try {
+      write_hf_directory(*gguf::GgufFile::open(gguf_options.output), options.output);
+    } catch (...) {
+      std::filesystem::remove(gguf_options.output, ec);
+      throw;
+    }
+    std::filesystem::remove(gguf_options.output, ec);
+    return;
+  }
+  VELLUM_CHECK(options.format == "gguf", ErrorCode::kInvalidArgument,
+               "unknown model format '{}' (supported: gguf, hf)", options.format);
   const Shape& s = find_shape(options.shape);
   const QuantPreset& dtype = find_dtype(options.dtype);
   VELLUM_CHECK(!options.output.empty(), ErrorCode::kInvalidArgument,

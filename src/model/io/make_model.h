@@ -36,6 +36,12 @@ struct MakeModelOptions {
   // Optional GGUF to copy every tokenizer.* key from (the vocabulary size follows it); when
   // empty, a small built-in SentencePiece vocabulary is used.
   std::filesystem::path vocab_from;
+  // "gguf": `output` is a GGUF file. "hf": `output` is a Hugging Face model directory
+  // (config.json, generation_config.json, model.safetensors) holding exactly the weights the
+  // GGUF would hold (hf_writer.h); needs dtype f32, f16 or bf16. No tokenizer files are written:
+  // load it with --tokenizer (the same options with the default format write a GGUF that has
+  // the vocabulary) or --skip-tokenizer-init.
+  std::string format = "gguf";
   std::filesystem::path output;
 };
 
