@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "engine/model_runner.h"
 #include "engine/model_setup.h"
+#include "engine/parallel_setup.h"
 #include "kernels/bandwidth.h"
 #include "vellum/engine.h"
 
@@ -55,8 +56,10 @@ struct LatencyOptions {
 int run_latency(LatencyOptions& o) {
   o.config.model.model = o.model;
   finish_engine_options(o.config, o.strings);
+  if (auto code = run_if_worker_rank(o.config)) return *code;
+  engine::ParallelGroups groups = engine::make_parallel_groups(o.config.parallel);
   const int threads = engine::configure_threads(o.config.parallel.num_threads);
-  engine::LoadedModel loaded = engine::load_model_file(o.config.model);
+  engine::LoadedModel loaded = engine::load_model_file(o.config.model, groups.model_parallel());
   model::Model& model = *loaded.model;
   const int64_t vocab = model.config().vocab_size;
   const int64_t block_size = o.config.cache.block_size;
@@ -67,7 +70,12 @@ int run_latency(LatencyOptions& o) {
   const int64_t blocks_per_seq = (seq_len + block_size - 1) / block_size;
   const model::KvCacheShape shape =
       model.kv_cache_shape(block_size, engine::parse_kv_cache_dtype(o.config.cache.cache_dtype));
-  engine::ModelRunner runner(model, shape, 1 + blocks_per_seq * o.batch_size, 0);
+  // Under mpirun the other ranks size their caches from their own options; every rank must hold
+  // this run's blocks.
+  const engine::KvBudget budget = engine::agree_kv_budget(
+      groups, o.config.cache, shape.bytes_per_block(), seq_len, o.batch_size,
+      1 + blocks_per_seq * o.batch_size);
+  engine::ModelRunner runner(model, shape, budget.num_blocks, 0, groups.world.get());
 
   std::mt19937 rng(0);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));

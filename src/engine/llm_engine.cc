@@ -16,6 +16,7 @@
 #include "engine/model_runner.h"
 #include "engine/model_setup.h"
 #include "engine/output_processor.h"
+#include "engine/parallel_setup.h"
 #include "sampling/bad_words.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
@@ -144,6 +145,8 @@ class LLMEngineImpl final : public LLMEngine {
   std::optional<jinja::ChatTemplate> chat_template_;
   std::string chat_template_error_;
   EngineConfig config_;
+  // The process groups (a single process unless launched by mpirun); outlive the model.
+  engine::ParallelGroups groups_;
   engine::LoadedModel loaded_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   int64_t max_model_len_ = 0;
@@ -210,10 +213,13 @@ class LLMEngineImpl final : public LLMEngine {
 
 LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
     : config_(config),
+      groups_(engine::make_parallel_groups(config.parallel)),
       loaded_((engine::configure_threads(config.parallel.num_threads),
-               engine::load_model_file(config.model))),
+               engine::load_model_file(config.model, groups_.model_parallel()))),
       tokenizer_(tokenizer::Tokenizer::from_gguf(*loaded_.file)),
       output_(*tokenizer_) {
+  VELLUM_CHECK(groups_.world->rank() == 0, ErrorCode::kInternal,
+               "the engine runs on rank 0; the other ranks run engine::run_worker");
   const model::Model& model = *loaded_.model;
   VELLUM_CHECK(tokenizer_->vocab_size() <= model.config().vocab_size, ErrorCode::kInvalidModel,
                "{}: the tokenizer has {} tokens but the model only {} output rows",
@@ -222,8 +228,8 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   const kernels::KvType kv_type = engine::parse_kv_cache_dtype(config.cache.cache_dtype);
   const model::KvCacheShape shape = model.kv_cache_shape(config.cache.block_size, kv_type);
   const engine::KvBudget budget =
-      engine::plan_kv_cache(config.cache, shape.bytes_per_block(), max_model_len_,
-                            config.scheduler.max_num_seqs);
+      engine::agree_kv_budget(groups_, config.cache, shape.bytes_per_block(), max_model_len_,
+                              config.scheduler.max_num_seqs);
   num_kv_blocks_ = budget.num_blocks;
   VELLUM_CHECK(budget.num_blocks < INT32_MAX, ErrorCode::kInvalidArgument,
                "{} KV blocks is too many; lower --kv-cache-memory", budget.num_blocks);
@@ -231,7 +237,7 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   VELLUM_CHECK(!swap || budget.num_host_blocks > 0, ErrorCode::kInvalidArgument,
                "--preemption-mode swap needs a host swap space: add e.g. --swap-space 4GiB");
   runner_ = std::make_unique<engine::ModelRunner>(*loaded_.model, shape, budget.num_blocks,
-                                                  budget.num_host_blocks);
+                                                  budget.num_host_blocks, groups_.world.get());
 
   core::KVCacheConfig kv;
   kv.num_blocks = static_cast<int>(budget.num_blocks);

@@ -1,13 +1,25 @@
 #include "engine/model_runner.h"
 
+#include <array>
+
 #include "common/check.h"
+#include "common/logging.h"
 
 namespace vellum::engine {
 
 ModelRunner::ModelRunner(model::Model& model, const model::KvCacheShape& shape, int64_t num_blocks,
-                         int64_t num_host_blocks)
-    : model_(model), cache_(shape, num_blocks) {
+                         int64_t num_host_blocks, Communicator* control)
+    : model_(model), cache_(shape, num_blocks), control_(control) {
   if (num_host_blocks > 0) host_cache_.emplace(shape, num_host_blocks);
+}
+
+ModelRunner::~ModelRunner() {
+  if (!drives() || control_failed_) return;
+  try {
+    broadcast_op(Op::kShutdown, {});
+  } catch (const std::exception& e) {
+    VELLUM_LOG_WARN("could not tell the other ranks to stop: {}", e.what());
+  }
 }
 
 namespace {
@@ -19,31 +31,123 @@ void split(std::span<const BlockMove> moves, std::vector<int32_t>& src, std::vec
     dst.push_back(m.dst);
   }
 }
+
+// Runs f; a failure marks the runner's peers as possibly gone (no shutdown message is sent).
+template <typename F>
+auto guarded(bool& failed, F&& f) {
+  try {
+    return f();
+  } catch (...) {
+    failed = true;
+    throw;
+  }
+}
 }  // namespace
+
+// ---- the wire format (int32 words) --------------------------------------------------------------
+//   header (broadcast first): {op, payload words} as two int64
+//   moves:     num_moves, then (src, dst) pairs
+//   sequences: num_seqs, then per sequence (num_new, num_computed, num_blocks, num_logits), then
+//              every sequence's new tokens, then every sequence's block ids
+
+void ModelRunner::broadcast_op(Op op, std::span<const int32_t> payload) {
+  std::array<int64_t, 2> header = {static_cast<int64_t>(op), static_cast<int64_t>(payload.size())};
+  control_->broadcast(header.data(), sizeof(header), 0);
+  if (!payload.empty()) {
+    control_->broadcast(const_cast<int32_t*>(payload.data()),
+                        static_cast<int64_t>(payload.size_bytes()), 0);
+  }
+}
+
+void ModelRunner::encode_moves(std::span<const BlockMove> moves) {
+  payload_.clear();
+  payload_.push_back(static_cast<int32_t>(moves.size()));
+  for (const BlockMove& m : moves) {
+    payload_.push_back(m.src);
+    payload_.push_back(m.dst);
+  }
+}
+
+void ModelRunner::encode_sequences(std::span<const RunnerSequence> sequences) {
+  payload_.clear();
+  payload_.push_back(static_cast<int32_t>(sequences.size()));
+  for (const RunnerSequence& s : sequences) {
+    payload_.push_back(static_cast<int32_t>(s.new_tokens.size()));
+    payload_.push_back(s.num_computed_tokens);
+    payload_.push_back(static_cast<int32_t>(s.block_ids.size()));
+    payload_.push_back(s.num_logits);
+  }
+  for (const RunnerSequence& s : sequences) {
+    payload_.insert(payload_.end(), s.new_tokens.begin(), s.new_tokens.end());
+  }
+  for (const RunnerSequence& s : sequences) {
+    payload_.insert(payload_.end(), s.block_ids.begin(), s.block_ids.end());
+  }
+}
 
 void ModelRunner::apply_block_copies(std::span<const BlockMove> copies) {
   if (copies.empty()) return;
-  split(copies, src_ids_, dst_ids_);
-  cache_.copy_blocks(src_ids_.data(), dst_ids_.data(), static_cast<int64_t>(copies.size()));
+  guarded(control_failed_, [&] {
+    if (drives()) {
+      encode_moves(copies);
+      broadcast_op(Op::kCopy, payload_);
+    }
+    do_apply_block_copies(copies);
+  });
 }
 
 void ModelRunner::swap_out(std::span<const BlockMove> moves) {
   if (moves.empty()) return;
+  guarded(control_failed_, [&] {
+    if (drives()) {
+      encode_moves(moves);
+      broadcast_op(Op::kSwapOut, payload_);
+    }
+    do_swap_out(moves);
+  });
+}
+
+void ModelRunner::swap_in(std::span<const BlockMove> moves) {
+  if (moves.empty()) return;
+  guarded(control_failed_, [&] {
+    if (drives()) {
+      encode_moves(moves);
+      broadcast_op(Op::kSwapIn, payload_);
+    }
+    do_swap_in(moves);
+  });
+}
+
+std::span<float> ModelRunner::execute(std::span<const RunnerSequence> sequences) {
+  return guarded(control_failed_, [&] {
+    if (drives()) {
+      encode_sequences(sequences);
+      broadcast_op(Op::kExecute, payload_);
+    }
+    return do_execute(sequences);
+  });
+}
+
+void ModelRunner::do_apply_block_copies(std::span<const BlockMove> copies) {
+  split(copies, src_ids_, dst_ids_);
+  cache_.copy_blocks(src_ids_.data(), dst_ids_.data(), static_cast<int64_t>(copies.size()));
+}
+
+void ModelRunner::do_swap_out(std::span<const BlockMove> moves) {
   VELLUM_CHECK(host_cache_.has_value(), ErrorCode::kInternal, "swap-out without a swap space");
   split(moves, src_ids_, dst_ids_);
   model::KvCache::swap_blocks(*host_cache_, cache_, src_ids_.data(), dst_ids_.data(),
                               static_cast<int64_t>(moves.size()));
 }
 
-void ModelRunner::swap_in(std::span<const BlockMove> moves) {
-  if (moves.empty()) return;
+void ModelRunner::do_swap_in(std::span<const BlockMove> moves) {
   VELLUM_CHECK(host_cache_.has_value(), ErrorCode::kInternal, "swap-in without a swap space");
   split(moves, src_ids_, dst_ids_);
   model::KvCache::swap_blocks(cache_, *host_cache_, src_ids_.data(), dst_ids_.data(),
                               static_cast<int64_t>(moves.size()));
 }
 
-std::span<float> ModelRunner::execute(std::span<const RunnerSequence> sequences) {
+std::span<float> ModelRunner::do_execute(std::span<const RunnerSequence> sequences) {
   batch_.clear();
   const auto block_size = static_cast<int32_t>(cache_.shape().block_size);
   for (const RunnerSequence& s : sequences) {
@@ -56,6 +160,57 @@ std::span<float> ModelRunner::execute(std::span<const RunnerSequence> sequences)
   if (logits_.size() < need) logits_.resize(need);
   model_.forward(batch_, cache_, logits_.data());
   return {logits_.data(), need};
+}
+
+void ModelRunner::run_worker_loop() {
+  VELLUM_CHECK(control_ != nullptr && control_->rank() != 0, ErrorCode::kInternal,
+               "run_worker_loop() runs on ranks other than 0");
+  while (true) {
+    std::array<int64_t, 2> header{};
+    control_->wait_for_broadcast(header.data(), sizeof(header), 0);
+    const auto op = static_cast<Op>(header[0]);
+    payload_.resize(static_cast<size_t>(header[1]));
+    if (header[1] > 0) {
+      control_->broadcast(payload_.data(), header[1] * static_cast<int64_t>(sizeof(int32_t)), 0);
+    }
+    if (op == Op::kShutdown) return;
+    if (op == Op::kExecute) {
+      const auto num_seqs = static_cast<size_t>(payload_.at(0));
+      sequences_.resize(num_seqs);
+      size_t cursor = 1 + 4 * num_seqs;
+      for (size_t i = 0; i < num_seqs; ++i) {
+        const int32_t* meta = payload_.data() + 1 + 4 * i;
+        sequences_[i].new_tokens = {payload_.data() + cursor, static_cast<size_t>(meta[0])};
+        sequences_[i].num_computed_tokens = meta[1];
+        sequences_[i].num_logits = meta[3];
+        cursor += static_cast<size_t>(meta[0]);
+      }
+      for (size_t i = 0; i < num_seqs; ++i) {
+        const int32_t* meta = payload_.data() + 1 + 4 * i;
+        sequences_[i].block_ids = {payload_.data() + cursor, static_cast<size_t>(meta[2])};
+        cursor += static_cast<size_t>(meta[2]);
+      }
+      VELLUM_CHECK(cursor == payload_.size(), ErrorCode::kInternal,
+                   "malformed step message from rank 0 ({} words, {} decoded)", payload_.size(),
+                   cursor);
+      do_execute(sequences_);
+      continue;
+    }
+    const auto num_moves = static_cast<size_t>(payload_.at(0));
+    VELLUM_CHECK(payload_.size() == 1 + 2 * num_moves, ErrorCode::kInternal,
+                 "malformed block-move message from rank 0");
+    moves_.resize(num_moves);
+    for (size_t i = 0; i < num_moves; ++i) {
+      moves_[i] = {payload_[1 + 2 * i], payload_[2 + 2 * i]};
+    }
+    switch (op) {
+      case Op::kCopy: do_apply_block_copies(moves_); break;
+      case Op::kSwapOut: do_swap_out(moves_); break;
+      case Op::kSwapIn: do_swap_in(moves_); break;
+      default:
+        VELLUM_THROW(ErrorCode::kInternal, "unknown step message {} from rank 0", header[0]);
+    }
+  }
 }
 
 }  // namespace vellum::engine

@@ -58,12 +58,15 @@ int configure_threads(int requested) {
   return threads;
 }
 
-LoadedModel load_model_file(const ModelConfig& config) {
+LoadedModel load_model_file(const ModelConfig& config, const model::ModelParallel& parallel) {
   VELLUM_CHECK(!config.model.empty(), ErrorCode::kInvalidArgument,
                "no model given: pass a GGUF file (make one with `vellum make-model`)");
   LoadedModel loaded;
   loaded.file = gguf::GgufFile::open(config.model);
-  loaded.model = model::load_model(loaded.file, model::ModelLoadOptions{parse_dtype(config.dtype)});
+  model::ModelLoadOptions options;
+  options.precision = parse_dtype(config.dtype);
+  options.parallel = parallel;
+  loaded.model = model::load_model(loaded.file, options);
   VELLUM_LOG_INFO("{}", loaded.model->describe());
   VELLUM_LOG_INFO("tensor types in the file: {}", loaded.model->config().weight_type_summary);
   // The kernels each stored weight type runs on (2-D tensors: the matrix products).

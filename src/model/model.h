@@ -15,6 +15,7 @@
 #include "model/forward_batch.h"
 #include "model/io/model_config.h"
 #include "model/kv_cache.h"
+#include "model/model_parallel.h"
 
 namespace vellum::gguf {
 class GgufFile;
@@ -26,6 +27,9 @@ struct ModelLoadOptions {
   // vLLM's --dtype: auto keeps the weights' own type, bfloat16 converts f32/f16 weights once at
   // load (AMX where present), float32 computes everything in f32.
   kernels::MatmulPrecision precision = kernels::MatmulPrecision::kAuto;
+  // Tensor / pipeline parallelism: this rank loads and runs only its share (its heads, FFN
+  // columns, vocabulary rows and layers). Default: the whole model in one process.
+  ModelParallel parallel;
 };
 
 class Model {
@@ -36,10 +40,13 @@ class Model {
 
   // Runs the batch. Writes the K/V of every batch token into kv_cache at its slot, then returns
   // logits: (batch.num_logits(), vocab_size) f32, row i for token batch.logits_indices[i].
+  // Under tensor / pipeline parallelism every rank calls forward() with the same batch, and the
+  // logits are written on the first rank only (the others' `logits` is not touched).
   virtual void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) = 0;
 
-  // Shape of the KV cache this model needs, for a given block size and storage type.
-  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type) const {
+  // Shape of the KV cache this model needs, for a given block size and storage type. Under
+  // tensor / pipeline parallelism: this rank's KV heads and layers.
+  virtual KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type) const {
     const ModelConfig& c = config();
     return KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim, block_size, type};
   }
