@@ -10,6 +10,8 @@ packages=(
   libfmt-dev libssl-dev
   # Debian's oneDNN CMake package (dnnl-config.cmake) calls find_package(OpenCL).
   ocl-icd-opencl-dev
+  # Tensor / pipeline parallelism across processes and hosts (mpirun, MPI headers and library).
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

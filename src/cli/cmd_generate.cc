@@ -59,6 +59,9 @@ SamplingParams params_from_json(const json& line, SamplingParams p, size_t line_
   if (line.contains("ignore_eos") && line["ignore_eos"].is_boolean()) {
     p.ignore_eos = line["ignore_eos"].get<bool>();
   }
+  if (line.contains("use_beam_search") && line["use_beam_search"].is_boolean()) {
+    p.use_beam_search = line["use_beam_search"].get<bool>();
+  }
   if (line.contains("stop")) {
     if (line["stop"].is_string()) {
       p.stop = {line["stop"].get<std::string>()};

@@ -167,6 +167,7 @@ void MpiCommunicator::wait_all(std::vector<MPI_Request>& requests, const std::ve
           }
         }
       }
+      if (missing.empty()) return;  // completed while the process was descheduled
       VELLUM_THROW(ErrorCode::kIo,
                    "{} did not answer within {:.0f} s ({}): it died or stopped responding; the "
                    "parallel job cannot continue (raise --distributed-timeout if ranks are only "
