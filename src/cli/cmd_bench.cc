@@ -91,6 +91,9 @@ int run_latency(LatencyOptions& o) {
   const double bandwidth_gbps = kernels::measure_read_bandwidth_gbps(size_t{1} << 30, threads);
 
   std::vector<double> latencies, prefill_times, decode_times;
+  std::vector<double> decode_reduce_seconds;  // all-reduce time of each measured decode phase
+  int64_t decode_reduces = 0;
+  int64_t decode_reduce_bytes = 0;
   for (int iter = 0; iter < o.num_iters_warmup + o.num_iters; ++iter) {
     std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(o.batch_size));
     for (auto& seq : seqs) {
@@ -110,6 +113,7 @@ int run_latency(LatencyOptions& o) {
     for (int64_t s = 0; s < o.batch_size; ++s) seqs[static_cast<size_t>(s)].push_back(argmax(s));
     const double prefill = seconds_since(start);
     const auto decode_start = Clock::now();
+    const CommunicatorStats reduce_before = groups.tp->stats();
     for (int64_t step = 1; step < o.output_len; ++step) {
       for (int64_t s = 0; s < o.batch_size; ++s) {
         auto& seq = seqs[static_cast<size_t>(s)];
@@ -121,7 +125,12 @@ int run_latency(LatencyOptions& o) {
       for (int64_t s = 0; s < o.batch_size; ++s) seqs[static_cast<size_t>(s)].push_back(argmax(s));
     }
     const double decode = seconds_since(decode_start);
+    const CommunicatorStats reduce_after = groups.tp->stats();
     if (iter >= o.num_iters_warmup) {
+      decode_reduce_seconds.push_back(reduce_after.all_reduce_seconds -
+                                      reduce_before.all_reduce_seconds);
+      decode_reduces = reduce_after.num_all_reduces - reduce_before.num_all_reduces;
+      decode_reduce_bytes = reduce_after.all_reduce_bytes - reduce_before.all_reduce_bytes;
       latencies.push_back(prefill + decode);
       prefill_times.push_back(prefill);
       decode_times.push_back(decode);
@@ -149,8 +158,20 @@ int run_latency(LatencyOptions& o) {
               "bandwidth measured now\n",
               format_bytes(static_cast<int64_t>(model.weight_bytes())).c_str(), weight_gbps,
               100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
+  const double reduce_per_step = percentile(decode_reduce_seconds, 50) / decode_steps;
+  if (groups.tp->size() > 1) {
+    std::printf("Tensor parallel: %d ranks; decode all-reduce: %.1f per step, %s per step, "
+                "%.1f us per step = %.1f%% of the step (waiting for the slowest rank included)\n",
+                groups.tp->size(), static_cast<double>(decode_reduces) / decode_steps,
+                format_bytes(static_cast<int64_t>(static_cast<double>(decode_reduce_bytes) /
+                                                  decode_steps))
+                    .c_str(),
+                reduce_per_step * 1e6, 100.0 * reduce_per_step / (decode / decode_steps));
+  }
   if (!o.output_json.empty()) {
-    nlohmann::json out{{"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
+    nlohmann::json out{{"tensor_parallel_size", groups.tp->size()},
+                       {"pipeline_parallel_size", groups.pp->size()},
+                       {"all_reduce_seconds_per_decode_step", reduce_per_step},{"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                                            static_cast<double>(latencies.size())},
                        {"latencies", latencies},
                        {"prefill_tokens_per_s", prefill_tps},

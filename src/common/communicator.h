@@ -19,6 +19,14 @@
 
 namespace vellum {
 
+// Cumulative cost of the collectives, for benchmarks. The time includes waiting for the slowest
+// rank to arrive.
+struct CommunicatorStats {
+  int64_t num_all_reduces = 0;
+  int64_t all_reduce_bytes = 0;  // payload of this rank's all-reduces
+  double all_reduce_seconds = 0.0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -52,6 +60,8 @@ class Communicator {
 
   // How long an operation may wait for a peer before it reports the peer dead (seconds).
   virtual void set_timeout(double seconds) = 0;
+
+  virtual CommunicatorStats stats() const { return {}; }
 };
 
 // The group of one process: collectives are identities.

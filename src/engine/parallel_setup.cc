@@ -78,10 +78,12 @@ KvBudget agree_kv_budget(ParallelGroups& groups, const CacheConfig& cache, int64
   Communicator& world = *groups.world;
   KvBudget budget;
   std::string error = local_error;
+  // Rank 0 decides whether the run needs a fixed cache (a benchmark); the other ranks follow.
+  if (groups.parallel()) world.broadcast(&required_blocks, sizeof(required_blocks), 0);
   try {
     if (!error.empty()) {
       // This rank could not load its share; the agreement carries the error to rank 0.
-    } else if (required_blocks > 0 && world.rank() == 0) {
+    } else if (required_blocks > 0) {
       budget.num_blocks = required_blocks;
       budget.bytes_per_block = bytes_per_block;
     } else {
@@ -123,9 +125,7 @@ KvBudget agree_kv_budget(ParallelGroups& groups, const CacheConfig& cache, int64
   const int64_t host_blocks = world.all_min(error.empty() ? budget.num_host_blocks : -1);
   if (blocks < 0 || host_blocks < 0) {
     if (world.rank() == 0) VELLUM_THROW(ErrorCode::kOutOfMemory, "{}", first_error);
-    if (!error.empty()) {
-      VELLUM_THROW(ErrorCode::kOutOfMemory, "rank {}: {}", world.rank(), error);
-    }
+    if (!error.empty()) VELLUM_THROW(ErrorCode::kOutOfMemory, "{}", error);
     VELLUM_THROW(ErrorCode::kOutOfMemory, "start-up failed on another rank (rank 0 reports it)");
   }
   if (required_blocks > 0 && blocks < required_blocks) {

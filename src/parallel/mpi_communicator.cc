@@ -186,7 +186,18 @@ void MpiCommunicator::wait_all(std::vector<MPI_Request>& requests, const std::ve
 
 void MpiCommunicator::all_reduce_sum(float* data, int64_t count) {
   if (size_ == 1 || count == 0) return;
+  const auto start = std::chrono::steady_clock::now();
   const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
+  ++stats_.num_all_reduces;
+  stats_.all_reduce_bytes += bytes;
+  struct Timer {
+    CommunicatorStats& stats;
+    std::chrono::steady_clock::time_point start;
+    ~Timer() {
+      stats.all_reduce_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } timer{stats_, start};
   requests_.clear();
   peers_.clear();
   if (rank_ == 0) {

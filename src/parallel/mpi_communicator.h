@@ -76,6 +76,7 @@ class MpiCommunicator final : public Communicator {
   void recv(void* data, int64_t bytes, int src, int tag) override;
   int64_t all_min(int64_t value) override;
   void set_timeout(double seconds) override { options_.timeout_seconds = seconds; }
+  CommunicatorStats stats() const override { return stats_; }
 
  private:
   // Waits for every request; peers[i] is the rank requests[i] talks to (for the error message).
@@ -92,6 +93,7 @@ class MpiCommunicator final : public Communicator {
   std::vector<float> reduce_buffer_;  // root: one peer's partial sums
   std::vector<MPI_Request> requests_;
   std::vector<int> peers_;
+  CommunicatorStats stats_;
 };
 
 }  // namespace vellum::parallel
