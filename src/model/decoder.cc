@@ -194,6 +194,11 @@ void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision)
     layer.q_norm = load_f32_vector(f, name(lt::kAttnQNorm), head_dim);
     layer.k_norm = load_f32_vector(f, name(lt::kAttnKNorm), head_dim);
   }
+  if (config_.num_experts > 0) {
+    layer.moe = std::make_unique<MoeFfn>(f, layer_idx, config_, precision, parallel_.tp_rank(),
+                                         parallel_.tp_size());
+    weight_bytes_ += layer.moe->weight_bytes_per_token();
+  }
   if (parallel_.tp_size() > 1) {
     load_layer_shard(layer, layer_idx, precision);
     return;
@@ -221,11 +226,7 @@ void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision)
   }
   weight_bytes_ += layer.qkv.weight_bytes() + layer.attn_out.weight_bytes();
 
-  if (config_.num_experts > 0) {
-    layer.moe = std::make_unique<MoeFfn>(f, layer_idx, config_, precision);
-    weight_bytes_ += layer.moe->weight_bytes_per_token();
-    return;
-  }
+  if (layer.moe) return;
   if (spec.gate_up_layout == GateUpLayout::kFusedInUp) {
     layer.gate_up = Projection::load(f, {name(lt::kFfnUp)}, {2 * ff}, hidden, precision);
   } else {
@@ -294,6 +295,7 @@ void DecoderModel::load_layer_shard(DecoderLayer& layer, int layer_idx,
     layer.attn_out_bias = load_f32_vector(f, name(lt::kAttnOutputBias), hidden);
   }
   weight_bytes_ += layer.qkv.weight_bytes() + layer.attn_out.weight_bytes();
+  if (layer.moe) return;
 
   if (spec.gate_up_layout == GateUpLayout::kFusedInUp) {
     const std::string up = name(lt::kFfnUp);

@@ -7,6 +7,7 @@
 #include "common/aligned_buffer.h"
 #include "common/check.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_types.h"
 #include "model/weight_loading.h"
 
 namespace vellum::model {
@@ -39,11 +40,11 @@ void check_parallel_shape(const ModelConfig& config, int tp, int pp) {
                  "for this model: {}",
                  tp, config.num_heads, config.num_kv_heads, config.intermediate_size,
                  fmt::join(valid, ", "));
-    VELLUM_CHECK(config.num_experts == 0, ErrorCode::kUnsupported,
-                 "--tensor-parallel-size {}: tensor parallelism of mixture-of-experts models ({} "
-                 "experts) is not implemented; run the model with --tensor-parallel-size 1, or "
-                 "split its layers with --pipeline-parallel-size",
-                 tp, config.num_experts);
+    VELLUM_CHECK(config.num_experts == 0 || config.expert_intermediate_size % tp == 0,
+                 ErrorCode::kInvalidArgument,
+                 "--tensor-parallel-size {} does not divide the experts' FFN width {}; use a size "
+                 "that does",
+                 tp, config.expert_intermediate_size);
   }
   VELLUM_CHECK(pp <= config.num_layers, ErrorCode::kInvalidArgument,
                "--pipeline-parallel-size {} is larger than the model's {} layers; use at most {}",
@@ -93,23 +94,31 @@ kernels::PackedLinear load_column_slice(const gguf::GgufFile& file, const std::s
   VELLUM_CHECK(t.shape.size() == 2 && t.shape[0] == n_in && t.shape[1] == n_out,
                ErrorCode::kInvalidModel, "{}: tensor '{}' has shape [{}], expected [{}, {}]",
                file.path().string(), t.name, fmt::join(t.shape, ", "), n_in, n_out);
-  const kernels::WeightType type = weight_type_of(file, t);
+  return pack_column_slice(t.data, weight_type_of(file, t), n_out, n_in, cols, tp,
+                           "'" + name + "'", precision);
+}
+
+kernels::PackedLinear pack_column_slice(const void* data, kernels::WeightType type, int64_t n_out,
+                                       int64_t n_in, Range cols, int tp, const std::string& what,
+                                       kernels::MatmulPrecision precision) {
   const int64_t block = kernels::weight_block_elems(type);
   VELLUM_CHECK(cols.begin % block == 0 && cols.count % block == 0, ErrorCode::kUnsupported,
-               "--tensor-parallel-size {} gives each rank {} of the {} inputs of '{}', which is "
+               "--tensor-parallel-size {} gives each rank {} of the {} inputs of {}, which is "
                "stored as {} in blocks of {} elements that cannot be cut; use a tensor-parallel "
                "size that keeps whole blocks ({} inputs per rank must be a multiple of {}), or a "
                "model quantized to a type with 32-element blocks (Q8_0, Q4_0, Q5_0) or f16/bf16",
-               tp, cols.count, n_in, name, gguf::ggml_type_name(t.type), block, cols.count, block);
+               tp, cols.count, n_in, what, kernels::weight_type_info(type).name, block, cols.count,
+               block);
   const size_t full_row = kernels::weight_row_bytes(type, n_in);
   const size_t part_row = kernels::weight_row_bytes(type, cols.count);
   const size_t offset = kernels::weight_row_bytes(type, cols.begin);
+  const auto* src = static_cast<const uint8_t*>(data);
   // (n_out, cols.count) in `type`: the rank's columns of every row, packed below and then freed.
   AlignedBuffer slice(part_row * static_cast<size_t>(n_out));
   auto* dst = slice.as<uint8_t>();
   for (int64_t r = 0; r < n_out; ++r) {
     std::memcpy(dst + part_row * static_cast<size_t>(r),
-                t.data + full_row * static_cast<size_t>(r) + offset, part_row);
+                src + full_row * static_cast<size_t>(r) + offset, part_row);
   }
   return kernels::PackedLinear::pack(dst, type, n_out, cols.count, precision);
 }

@@ -55,6 +55,10 @@ kernels::PackedLinear load_row_slices_linear(const gguf::GgufFile& file,
 
 // Row-parallel: input columns `cols` of every row of `name`, shape (n_in, n_out). Throws naming
 // the tensor, its type and its block size when the range does not hold whole blocks.
+// The same on raw GGML rows: (n_out, n_in) of `type` at `data`; `what` names them in errors.
+kernels::PackedLinear pack_column_slice(const void* data, kernels::WeightType type, int64_t n_out,
+                                       int64_t n_in, Range cols, int tp, const std::string& what,
+                                       kernels::MatmulPrecision precision);
 kernels::PackedLinear load_column_slice(const gguf::GgufFile& file, const std::string& name,
                                         int64_t n_out, int64_t n_in, Range cols, int tp,
                                         kernels::MatmulPrecision precision);

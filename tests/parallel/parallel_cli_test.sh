@@ -104,8 +104,9 @@ case $case_name in
     ;;
   tp2_arch)
     # Architectures with biases (qwen2), q/k norms (qwen3), sandwich norms and softcaps (gemma2),
-    # fused QKV and gate|up (phi3), and weight types sliced by rows and by whole 32-blocks.
-    for m in qwen2-f16 qwen3-f16 gemma2-f16 phi3-f16 llama-q8_0 llama-q4_0; do
+    # fused QKV and gate|up (phi3), mixture-of-experts (experts split by FFN width), and weight
+    # types sliced by rows and by whole 32-blocks.
+    for m in qwen2-f16 qwen3-f16 gemma2-f16 phi3-f16 llama-q8_0 llama-q4_0 llama-moe-f16 qwen3moe-f16; do
       [ -f "$arch/$m.gguf" ] || { echo "skipped: $arch/$m.gguf is missing"; exit 77; }
       compare_generate "--tensor-parallel-size 2" --model "$arch/$m.gguf" --prompt Once \
         --prompt Hello --max-tokens 16 --temperature 0 --ignore-eos --json
