@@ -43,7 +43,9 @@ for shape, key in [("decode", "decode_tokens_per_s"), ("prefill", "prefill_token
     print(f"{shape:8} {key:18} {a:17.2f} {b:16.2f} {b / a:6.2f}")
 for shape in ["decode", "batched"]:
     ar = med(f"{shape}-tp2", "all_reduce_seconds_per_decode_step") * 1e6
-    tps = med(f"{shape}-tp2", "decode_tokens_per_s")
-    print(f"{shape}: all-reduce {ar:.0f} us per decode step (TP=2)")
+    sync = med(f"{shape}-tp2", "synchronised_all_reduce_seconds_per_decode_step") * 1e6
+    step = 1e6 / med(f"{shape}-tp2", "decode_tokens_per_s") * (16 if shape == "batched" else 1)
+    print(f"{shape}: TP=2 decode step {step:.0f} us; in all-reduces {ar:.0f} us (waiting for the "
+          f"other rank included), of which the transfer (ranks synchronised) {sync:.0f} us")
 PY
 echo "raw results: $out"

@@ -159,19 +159,32 @@ int run_latency(LatencyOptions& o) {
               format_bytes(static_cast<int64_t>(model.weight_bytes())).c_str(), weight_gbps,
               100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
   const double reduce_per_step = percentile(decode_reduce_seconds, 50) / decode_steps;
+  double probe_per_step = 0.0;
   if (groups.tp->size() > 1) {
+    const double reduces_per_step = static_cast<double>(decode_reduces) / decode_steps;
     std::printf("Tensor parallel: %d ranks; decode all-reduce: %.1f per step, %s per step, "
                 "%.1f us per step = %.1f%% of the step (waiting for the slowest rank included)\n",
-                groups.tp->size(), static_cast<double>(decode_reduces) / decode_steps,
+                groups.tp->size(), reduces_per_step,
                 format_bytes(static_cast<int64_t>(static_cast<double>(decode_reduce_bytes) /
                                                   decode_steps))
                     .c_str(),
                 reduce_per_step * 1e6, 100.0 * reduce_per_step / (decode / decode_steps));
+    // The same all-reduces with the ranks started together: the transfer alone.
+    if (groups.pp->size() == 1) {
+      const int64_t count = o.batch_size * model.config().hidden_size;
+      const double one = runner.probe_all_reduce(count, 200);
+      probe_per_step = one * reduces_per_step;
+      std::printf("All-reduce of one decode payload (%s), ranks synchronised: %.1f us each, "
+                  "%.1f us per step = %.1f%% of the step\n",
+                  format_bytes(count * 4).c_str(), one * 1e6, probe_per_step * 1e6,
+                  100.0 * probe_per_step / (decode / decode_steps));
+    }
   }
   if (!o.output_json.empty()) {
     nlohmann::json out{{"tensor_parallel_size", groups.tp->size()},
                        {"pipeline_parallel_size", groups.pp->size()},
-                       {"all_reduce_seconds_per_decode_step", reduce_per_step},{"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
+                       {"all_reduce_seconds_per_decode_step", reduce_per_step},
+                       {"synchronised_all_reduce_seconds_per_decode_step", probe_per_step},{"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                                            static_cast<double>(latencies.size())},
                        {"latencies", latencies},
                        {"prefill_tokens_per_s", prefill_tps},

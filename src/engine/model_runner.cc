@@ -1,6 +1,8 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 
 #include "common/check.h"
 #include "common/logging.h"
@@ -162,6 +164,29 @@ std::span<float> ModelRunner::do_execute(std::span<const RunnerSequence> sequenc
   return {logits_.data(), need};
 }
 
+double ModelRunner::probe_all_reduce(int64_t count, int rounds) {
+  if (!drives()) return 0.0;
+  return guarded(control_failed_, [&] {
+    const std::array<int32_t, 2> payload = {static_cast<int32_t>(count), rounds};
+    broadcast_op(Op::kProbeAllReduce, payload);
+    return do_probe_all_reduce(count, rounds);
+  });
+}
+
+double ModelRunner::do_probe_all_reduce(int64_t count, int rounds) {
+  std::vector<float> data(static_cast<size_t>(count), 1.0f);
+  std::vector<double> seconds;
+  for (int i = 0; i < rounds; ++i) {
+    control_->all_min(0);  // every rank is here
+    const auto start = std::chrono::steady_clock::now();
+    control_->all_reduce_sum(data.data(), count);
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds.empty() ? 0.0 : seconds[seconds.size() / 2];
+}
+
 void ModelRunner::run_worker_loop() {
   VELLUM_CHECK(control_ != nullptr && control_->rank() != 0, ErrorCode::kInternal,
                "run_worker_loop() runs on ranks other than 0");
@@ -174,6 +199,10 @@ void ModelRunner::run_worker_loop() {
       control_->broadcast(payload_.data(), header[1] * static_cast<int64_t>(sizeof(int32_t)), 0);
     }
     if (op == Op::kShutdown) return;
+    if (op == Op::kProbeAllReduce) {
+      do_probe_all_reduce(payload_.at(0), payload_.at(1));
+      continue;
+    }
     if (op == Op::kExecute) {
       const auto num_seqs = static_cast<size_t>(payload_.at(0));
       sequences_.resize(num_seqs);

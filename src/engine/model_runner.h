@@ -62,6 +62,11 @@ class ModelRunner {
   // Ranks other than 0: replays what rank 0 broadcasts until it sends shutdown.
   void run_worker_loop();
 
+  // Benchmarks: the time of one all-reduce of `count` floats over all ranks, started together
+  // (each round waits for every rank first, so it measures the transfer, not the ranks' skew).
+  // Median over `rounds`, in seconds, on rank 0; 0 without parallelism.
+  double probe_all_reduce(int64_t count, int rounds);
+
   int64_t vocab_size() const { return model_.config().vocab_size; }
   const model::KvCacheShape& kv_shape() const { return cache_.shape(); }
   int64_t num_blocks() const { return cache_.num_blocks(); }
@@ -74,7 +79,8 @@ class ModelRunner {
   std::vector<float> logits_;
   std::vector<int32_t> src_ids_, dst_ids_;
 
-  enum class Op : int64_t { kSwapOut = 1, kSwapIn, kCopy, kExecute, kShutdown };
+  enum class Op : int64_t { kSwapOut = 1, kSwapIn, kCopy, kExecute, kShutdown, kProbeAllReduce };
+  double do_probe_all_reduce(int64_t count, int rounds);
   bool drives() const { return control_ != nullptr && control_->size() > 1 && control_->rank() == 0; }
   // Rank 0: sends the op and its payload to the other ranks.
   void broadcast_op(Op op, std::span<const int32_t> payload);
