@@ -18,7 +18,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
   echo "skipped: mpirun is missing (scripts/setup.sh installs openmpi-bin)"
   exit 77
 fi
-if [ ! -f "$model" ]; then
+if [ "$case_name" != tp2_generated_model ] && [ ! -f "$model" ]; then
   echo "skipped: $model is missing (the shared test models are not installed)"
   exit 77
 fi
@@ -101,6 +101,18 @@ case $case_name in
       --prompt "Once upon a time there was a little girl named Lily who loved to play outside" \
       --max-tokens 32 --temperature 0 --ignore-eos --json --max-num-batched-tokens 16 \
       --max-num-seqs 4
+    ;;
+  tp2_generated_model)
+    # Models the project writes itself (always available): a vocabulary of 877 tokens, which
+    # the ranks' LM heads split unevenly (439 + 438 rows), in f32 and in Q8_0.
+    for dtype in f32 q8_0; do
+      "$vellum" make-model --shape tiny --dtype $dtype --seed 5 --output "$tmp/tiny-$dtype.gguf" \
+        >/dev/null || fail "make-model failed"
+      for parallel in "--tensor-parallel-size 2" "--pipeline-parallel-size 2"; do
+        compare_generate "$parallel" --model "$tmp/tiny-$dtype.gguf" --prompt Hello --prompt World \
+          --max-tokens 16 --temperature 0 --ignore-eos --json
+      done
+    done
     ;;
   tp2_arch)
     # Architectures with biases (qwen2), q/k norms (qwen3), sandwich norms and softcaps (gemma2),
