@@ -184,7 +184,8 @@ int run_latency(LatencyOptions& o) {
     nlohmann::json out{{"tensor_parallel_size", groups.tp->size()},
                        {"pipeline_parallel_size", groups.pp->size()},
                        {"all_reduce_seconds_per_decode_step", reduce_per_step},
-                       {"synchronised_all_reduce_seconds_per_decode_step", probe_per_step},{"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
+                       {"synchronised_all_reduce_seconds_per_decode_step", probe_per_step},
+                       {"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                                            static_cast<double>(latencies.size())},
                        {"latencies", latencies},
                        {"prefill_tokens_per_s", prefill_tps},

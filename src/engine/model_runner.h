@@ -81,7 +81,9 @@ class ModelRunner {
 
   enum class Op : int64_t { kSwapOut = 1, kSwapIn, kCopy, kExecute, kShutdown, kProbeAllReduce };
   double do_probe_all_reduce(int64_t count, int rounds);
-  bool drives() const { return control_ != nullptr && control_->size() > 1 && control_->rank() == 0; }
+  bool drives() const {
+    return control_ != nullptr && control_->size() > 1 && control_->rank() == 0;
+  }
   // Rank 0: sends the op and its payload to the other ranks.
   void broadcast_op(Op op, std::span<const int32_t> payload);
   // Encodes moves / sequences into payload_ (int32 words).

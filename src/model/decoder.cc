@@ -125,7 +125,9 @@ DecoderModel::DecoderModel(std::shared_ptr<const gguf::GgufFile> file, const Mod
   if (last_stage) {
     output_norm_ = load_f32_vector(f, lt::kOutputNorm, hidden);
     const std::string head_name(config_.tie_word_embeddings ? lt::kTokenEmbd : lt::kOutput);
-    for (int r = 0; r < tp; ++r) vocab_counts_.push_back(split_range(config_.vocab_size, tp, r).count);
+    for (int r = 0; r < tp; ++r) {
+      vocab_counts_.push_back(split_range(config_.vocab_size, tp, r).count);
+    }
     vocab_range_ = split_range(config_.vocab_size, tp, parallel_.tp_rank());
     if (tp == 1) {
       lm_head_ = pack_fused_linear(f, {head_name}, {config_.vocab_size}, hidden, options.precision);
@@ -300,7 +302,8 @@ void DecoderModel::load_layer_shard(DecoderLayer& layer, int layer_idx,
   if (spec.gate_up_layout == GateUpLayout::kFusedInUp) {
     const std::string up = name(lt::kFfnUp);
     layer.gate_up = load_row_slices(
-        f, {{up, 2 * ff, f_cols.begin, f_cols.count}, {up, 2 * ff, ff + f_cols.begin, f_cols.count}},
+        f,
+        {{up, 2 * ff, f_cols.begin, f_cols.count}, {up, 2 * ff, ff + f_cols.begin, f_cols.count}},
         hidden, precision);
   } else {
     layer.gate_up = load_row_slices(f,
@@ -460,9 +463,9 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
                        kActivationTag);
     // The last stage's tensor-parallel rank 0 sends the logits back to the first stage's.
     if (pp_rank == 0 && parallel_.tp_rank() == 0 && batch.num_logits() > 0) {
-      parallel_.pp->recv(logits,
-                         batch.num_logits() * config_.vocab_size * static_cast<int64_t>(sizeof(float)),
-                         pp_size - 1, kLogitsTag);
+      const int64_t bytes =
+          batch.num_logits() * config_.vocab_size * static_cast<int64_t>(sizeof(float));
+      parallel_.pp->recv(logits, bytes, pp_size - 1, kLogitsTag);
     }
     return;
   }
