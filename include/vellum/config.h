@@ -21,6 +21,9 @@ struct CacheConfig {
   int64_t kv_cache_memory_bytes = 0;        // explicit KV budget (--kv-cache-memory); 0: use fraction
   double kv_cache_fraction = 0.0;           // of available memory (--kv-cache-fraction); 0: default
   bool enable_prefix_caching = true;        // (--enable-prefix-caching / --no-...)
+  // One block table for every layer even when full and sliding-window layers are mixed: sliding
+  // layers then keep their whole KV (--disable-hybrid-kv-cache-manager, as in vLLM).
+  bool disable_hybrid_kv_cache_manager = false;
   int64_t swap_space_bytes = 0;             // host swap tier for preemption by swap (--swap-space)
   int64_t num_blocks_override = 0;          // exact number of KV blocks (tests, --num-kv-blocks)
 };

@@ -56,6 +56,9 @@ struct LatencyOptions {
 int run_latency(LatencyOptions& o) {
   o.config.model.model = o.model;
   finish_engine_options(o.config, o.strings);
+  // One KV cache group: the tables below are one per sequence (and the other ranks, which run
+  // this far too, must build the same layout).
+  o.config.cache.disable_hybrid_kv_cache_manager = true;
   if (auto code = run_if_worker_rank(o.config)) return *code;
   engine::ParallelGroups groups = engine::make_parallel_groups(o.config.parallel);
   const int threads = engine::configure_threads(o.config.parallel.num_threads);
@@ -74,15 +77,17 @@ int run_latency(LatencyOptions& o) {
   // this run's blocks.
   const engine::KvBudget budget = engine::agree_kv_budget(
       groups, o.config.cache, shape.bytes_per_block(), seq_len, o.batch_size,
-      1 + blocks_per_seq * o.batch_size);
+      shape.layout.group_windows, 0, 1 + blocks_per_seq * o.batch_size);
   engine::ModelRunner runner(model, shape, budget.num_blocks, 0, groups.world.get());
 
   std::mt19937 rng(0);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(o.batch_size));
+  // One KV cache group (the default shape): one table per sequence.
+  std::vector<std::vector<std::vector<int32_t>>> tables(static_cast<size_t>(o.batch_size));
   for (int64_t s = 0; s < o.batch_size; ++s) {
+    auto& table = tables[static_cast<size_t>(s)].emplace_back();
     for (int64_t b = 0; b < blocks_per_seq; ++b) {
-      tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(1 + s * blocks_per_seq + b));
+      table.push_back(static_cast<int32_t>(1 + s * blocks_per_seq + b));
     }
   }
 

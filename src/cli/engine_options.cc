@@ -26,6 +26,9 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
   app.add_option("--swap-space", strings.swap_space,
                  "Host swap space for preemption by swap, e.g. 4GiB");
   app.add_flag("--no-enable-prefix-caching", strings.no_prefix_caching, "Disable prefix caching");
+  app.add_flag("--disable-hybrid-kv-cache-manager", config.cache.disable_hybrid_kv_cache_manager,
+               "One KV block table for all layers even when sliding-window and full-attention "
+               "layers are mixed (their sliding layers then keep the whole KV)");
   app.add_flag("--no-enable-chunked-prefill", strings.no_chunked_prefill,
                "Disable chunked prefill");
   app.add_option("--max-num-seqs", config.scheduler.max_num_seqs,

@@ -42,12 +42,23 @@
 
 namespace vellum::core {
 
+// One KV cache group: layers of one attention type that share a block table (vLLM's
+// kv_cache_groups). All groups draw their blocks from the one BlockPool.
+struct KVCacheGroupSpec {
+  std::optional<int> sliding_window;  // tokens; nullopt = full attention
+  friend bool operator==(const KVCacheGroupSpec&, const KVCacheGroupSpec&) = default;
+};
+
 struct KVCacheConfig {
   int num_blocks = 0;   // device blocks, including the null block 0 (so num_blocks - 1 usable)
   int block_size = 16;  // tokens per block (vLLM's CPU default is 128; tests use 16)
   int max_model_len = 8192;
   bool enable_caching = true;          // prefix caching
-  std::optional<int> sliding_window;   // tokens; nullopt = full attention
+  // The KV cache groups (vLLM's hybrid KV cache manager). Empty: one group whose attention type is
+  // `sliding_window` below. Several groups may share a type; at most two types may be mixed, and
+  // then one of them must be full attention (Gemma 2/3: full + sliding window).
+  std::vector<KVCacheGroupSpec> groups;
+  std::optional<int> sliding_window;   // tokens; nullopt = full attention (single-group form)
   bool use_eagle = false;              // drop the last hit block (EAGLE drafts need its KV)
   bool log_stats = false;              // accumulate PrefixCacheStats
   bool enable_kv_cache_events = false;
@@ -56,17 +67,28 @@ struct KVCacheConfig {
   std::string hash_seed;               // seeds NONE_HASH (see BlockHasher); same seed, same hashes
 };
 
-// Result of get_computed_blocks: the prefix-cache hit. block_ids may contain kNullBlockId
-// (sliding window). The ref counts are not changed by the lookup.
+// Block ids of one request, one list per KV cache group (group order of the config).
+using GroupBlockIds = std::vector<std::vector<BlockId>>;
+
+// Result of get_computed_blocks: the prefix-cache hit, the same number of blocks in every group.
+// A sliding-window group's list may contain kNullBlockId (outside the window). The ref counts are
+// not changed by the lookup.
 struct ComputedBlocks {
-  std::vector<BlockId> block_ids;
+  GroupBlockIds groups;  // empty on a miss
   int num_computed_tokens = 0;
+  // Group 0's hit blocks: the whole hit of a single-group manager.
+  const std::vector<BlockId>& block_ids() const {
+    static const std::vector<BlockId> kNone;
+    return groups.empty() ? kNone : groups[0];
+  }
+  // Keeps the first num_blocks hit blocks of every group (and adjusts the token count).
+  void truncate(int num_blocks, int block_size);
 };
 
 struct AllocateSlotsArgs {
   int num_new_tokens = 0;            // tokens to compute this step (> 0)
   int num_new_computed_tokens = 0;   // prefix-cache hit tokens (new requests only)
-  std::vector<BlockId> new_computed_blocks;  // the hit blocks from get_computed_blocks
+  GroupBlockIds new_computed_blocks;  // the hit blocks from get_computed_blocks (.groups)
   int num_lookahead_tokens = 0;      // extra slots for speculative tokens
   bool delay_cache_blocks = false;   // do not cache full blocks in this call
   // Admission gate for waiting requests (scheduler_reserve_full_isl): fail unless the whole
@@ -98,6 +120,10 @@ class KVCacheManager {
 
   const KVCacheConfig& config() const { return config_; }
   int block_size() const { return config_.block_size; }
+  int num_groups() const { return static_cast<int>(windows_.size()); }
+  // The sliding window of group g (nullopt: full attention).
+  std::optional<int> group_window(int g) const { return windows_[static_cast<size_t>(g)]; }
+  bool has_sliding_window_groups() const { return !sliding_groups_.empty(); }
   // The hasher Requests must be built with for prefix caching (block size and seed of this
   // manager). get_computed_blocks rejects requests hashed differently.
   const BlockHasher& block_hasher() const { return block_hasher_; }
@@ -133,9 +159,11 @@ class KVCacheManager {
 
   // True if the request holds device blocks (admitted and not freed or swapped out).
   bool is_resident(std::string_view request_id) const;
-  // The request's block table (device ids, kNullBlockId for recycled sliding-window blocks).
-  // Empty for an unknown request. Invalidated by the next mutation.
-  std::span<const BlockId> get_block_ids(std::string_view request_id) const;
+  // The request's block table in group g (device ids, kNullBlockId for recycled sliding-window
+  // blocks). Empty for an unknown request. Invalidated by the next mutation.
+  std::span<const BlockId> get_block_ids(std::string_view request_id, int group = 0) const;
+  // Blocks the request holds in all groups (null blocks not counted).
+  int num_held_blocks(std::string_view request_id) const;
   // Leading blocks shared by every resident request (cascade attention; unused on CPU).
   int get_num_common_prefix_blocks(std::string_view request_id) const;
 
@@ -197,33 +225,39 @@ class KVCacheManager {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  struct DeviceTable {
+  struct GroupTable {
     std::vector<BlockId> block_ids;
     int num_cached_blocks = 0;  // blocks [0, n) are cached (or null)
   };
-  struct HostTable {
-    // Host ids, -1 where the device table held the null block (host id 0 is a real block).
-    std::vector<BlockId> block_ids;
-    int num_cached_blocks = 0;  // restored as 0 on swap-in: the new device blocks are unhashed
-  };
+  // One GroupTable per KV cache group.
+  using DeviceTable = std::vector<GroupTable>;
+  // Per group: host ids, -1 where the device table held the null block (host id 0 is a real
+  // block). Swap-in restores num_cached_blocks as 0: the new device blocks are unhashed.
+  using HostTable = std::vector<std::vector<BlockId>>;
   template <typename V>
   using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
   int cdiv_blocks(int num_tokens) const;
-  int num_skipped_tokens(int num_computed_tokens) const;
-  // Blocks that allocating slots for num_tokens would take from the free queue.
-  int num_blocks_to_allocate(const DeviceTable* table, int num_tokens,
+  int num_skipped_tokens(int group, int num_computed_tokens) const;
+  // Blocks of group g that allocating slots for num_tokens would take from the free queue.
+  int num_blocks_to_allocate(int group, const GroupTable* table, int num_tokens,
                              std::span<const BlockId> new_computed_blocks,
                              int total_computed_tokens) const;
+  // Longest hit of the groups `group_ids` (all of one attention type) within max_length tokens.
+  GroupBlockIds find_longest_cache_hit(std::span<const int> group_ids,
+                                       std::span<const BlockHash> hashes, int max_length) const;
   // Shared (ref_cnt > 1) blocks that a write starting at token first_write_token would hit.
-  int num_copy_on_write_blocks(const DeviceTable& table, int first_write_token) const;
-  void copy_on_write(DeviceTable& table, int first_write_token);
+  int num_copy_on_write_blocks(const GroupTable& table, int first_write_token) const;
+  void copy_on_write(GroupTable& table, int first_write_token);
   // Forgets pending copies whose destination was freed before the step ran (its request was
   // preempted or finished right after its copy-on-write): nobody reads that block.
   void drop_copies_into_free_blocks();
   void debug_check() const;
 
   KVCacheConfig config_;
+  std::vector<std::optional<int>> windows_;  // per group: sliding window, nullopt = full
+  std::vector<int> full_groups_;             // full-attention group ids
+  std::vector<int> sliding_groups_;          // sliding-window group ids (one window size)
   BlockHasher block_hasher_;
   BlockPool pool_;
   HostBlockPool host_pool_;

@@ -18,9 +18,11 @@ int watermark_blocks(double watermark, int num_usable_blocks) {
 }  // namespace
 
 AllocStatus KVCacheManager::can_allocate(const Request& request, int num_lookahead_tokens) const {
-  int num_required = cdiv_blocks(request.num_tokens() + num_lookahead_tokens);
-  if (config_.sliding_window) {
-    num_required = std::min(num_required, cdiv_blocks(*config_.sliding_window) + 1);
+  int num_required = 0;
+  for (const std::optional<int>& window : windows_) {
+    int n = cdiv_blocks(request.num_tokens() + num_lookahead_tokens);
+    if (window) n = std::min(n, cdiv_blocks(*window) + 1);
+    num_required += n;
   }
   const int num_usable = pool_.num_blocks() - 1;
   const int num_watermark = watermark_blocks(config_.watermark, num_usable);
@@ -37,12 +39,12 @@ void KVCacheManager::fork(std::string_view parent_id, const std::string& child_i
   VELLUM_CHECK(!is_resident(child_id) && !is_swapped(child_id), ErrorCode::kInvalidArgument,
                "fork: child request id {} is already in use", child_id);
   DeviceTable child = parent->second;  // copy before emplace: emplace may rehash
-  pool_.touch(child.block_ids);
+  for (const GroupTable& t : child) pool_.touch(t.block_ids);
   device_tables_.emplace(child_id, std::move(child));
   debug_check();
 }
 
-int KVCacheManager::num_copy_on_write_blocks(const DeviceTable& table, int first_write_token) const {
+int KVCacheManager::num_copy_on_write_blocks(const GroupTable& table, int first_write_token) const {
   int n = 0;
   for (size_t i = static_cast<size_t>(first_write_token / config_.block_size);
        i < table.block_ids.size(); ++i) {
@@ -52,7 +54,7 @@ int KVCacheManager::num_copy_on_write_blocks(const DeviceTable& table, int first
   return n;
 }
 
-void KVCacheManager::copy_on_write(DeviceTable& table, int first_write_token) {
+void KVCacheManager::copy_on_write(GroupTable& table, int first_write_token) {
   for (size_t i = static_cast<size_t>(first_write_token / config_.block_size);
        i < table.block_ids.size(); ++i) {
     const BlockId src = table.block_ids[i];
@@ -79,8 +81,10 @@ bool KVCacheManager::can_swap_out(std::span<const std::string> request_ids) cons
     auto it = device_tables_.find(id);
     VELLUM_CHECK(it != device_tables_.end(), ErrorCode::kInvalidArgument,
                  "can_swap_out: request {} holds no device blocks", id);
-    for (BlockId b : it->second.block_ids) {
-      if (b != kNullBlockId) distinct.insert(b);
+    for (const GroupTable& t : it->second) {
+      for (BlockId b : t.block_ids) {
+        if (b != kNullBlockId) distinct.insert(b);
+      }
     }
   }
   return static_cast<int>(distinct.size()) <= host_pool_.num_free_blocks();
@@ -99,8 +103,10 @@ std::vector<BlockSwap> KVCacheManager::swap_out(std::span<const std::string> req
     VELLUM_CHECK(std::find(request_ids.begin(), request_ids.begin() + static_cast<ptrdiff_t>(r), id) ==
                      request_ids.begin() + static_cast<ptrdiff_t>(r),
                  ErrorCode::kInvalidArgument, "swap_out: request {} is listed twice", id);
-    for (BlockId b : it->second.block_ids) {
-      if (b != kNullBlockId && slot_of.emplace(b, distinct.size()).second) distinct.push_back(b);
+    for (const GroupTable& t : it->second) {
+      for (BlockId b : t.block_ids) {
+        if (b != kNullBlockId && slot_of.emplace(b, distinct.size()).second) distinct.push_back(b);
+      }
     }
   }
   VELLUM_CHECK(static_cast<int>(distinct.size()) <= host_pool_.num_free_blocks(),
@@ -112,23 +118,26 @@ std::vector<BlockSwap> KVCacheManager::swap_out(std::span<const std::string> req
   std::vector<bool> used(distinct.size(), false);  // the first reference owns the allocation
   for (const std::string& id : request_ids) {
     auto it = device_tables_.find(id);
-    HostTable host;
-    host.block_ids.reserve(it->second.block_ids.size());
-    for (BlockId b : it->second.block_ids) {
-      if (b == kNullBlockId) {
-        host.block_ids.push_back(-1);
-        continue;
+    HostTable host(it->second.size());
+    for (size_t g = 0; g < it->second.size(); ++g) {
+      const std::vector<BlockId>& device = it->second[g].block_ids;
+      host[g].reserve(device.size());
+      for (BlockId b : device) {
+        if (b == kNullBlockId) {
+          host[g].push_back(-1);
+          continue;
+        }
+        const size_t slot = slot_of.at(b);
+        if (used[slot]) {
+          host_pool_.incref(host_ids[slot]);
+        } else {
+          used[slot] = true;
+        }
+        host[g].push_back(host_ids[slot]);
       }
-      const size_t slot = slot_of.at(b);
-      if (used[slot]) {
-        host_pool_.incref(host_ids[slot]);
-      } else {
-        used[slot] = true;
-      }
-      host.block_ids.push_back(host_ids[slot]);
+      std::vector<BlockId> reversed(device.rbegin(), device.rend());
+      pool_.free_blocks(reversed);
     }
-    std::vector<BlockId> reversed(it->second.block_ids.rbegin(), it->second.block_ids.rend());
-    pool_.free_blocks(reversed);
     device_tables_.erase(it);
     host_tables_.emplace(id, std::move(host));
   }
@@ -165,13 +174,15 @@ AllocStatus KVCacheManager::can_swap_in(std::span<const Request* const> group,
     auto it = host_tables_.find(request->request_id());
     VELLUM_CHECK(it != host_tables_.end(), ErrorCode::kInvalidArgument,
                  "can_swap_in: request {} is not swapped out", request->request_id());
-    for (BlockId h : it->second.block_ids) {
-      if (h >= 0) distinct.insert(h);
-    }
     // Blocks for the tokens not yet in the table (unseen tokens and lookahead slots).
     const int num_slots =
         std::min(request->num_tokens() + num_lookahead_tokens, config_.max_model_len);
-    num_touched += std::max(cdiv_blocks(num_slots) - static_cast<int>(it->second.block_ids.size()), 0);
+    for (const std::vector<BlockId>& ids : it->second) {
+      for (BlockId h : ids) {
+        if (h >= 0) distinct.insert(h);
+      }
+      num_touched += std::max(cdiv_blocks(num_slots) - static_cast<int>(ids.size()), 0);
+    }
   }
   num_touched += static_cast<int>(distinct.size());
   const int num_usable = pool_.num_blocks() - 1;
@@ -194,8 +205,10 @@ std::vector<BlockSwap> KVCacheManager::swap_in(std::span<const Request* const> g
       VELLUM_CHECK(group[q]->request_id() != id, ErrorCode::kInvalidArgument,
                    "swap_in: request {} is listed twice", id);
     }
-    for (BlockId h : it->second.block_ids) {
-      if (h >= 0 && slot_of.emplace(h, distinct.size()).second) distinct.push_back(h);
+    for (const std::vector<BlockId>& ids : it->second) {
+      for (BlockId h : ids) {
+        if (h >= 0 && slot_of.emplace(h, distinct.size()).second) distinct.push_back(h);
+      }
     }
   }
   VELLUM_CHECK(static_cast<int>(distinct.size()) <= pool_.num_free_blocks(),
@@ -207,29 +220,32 @@ std::vector<BlockSwap> KVCacheManager::swap_in(std::span<const Request* const> g
   std::vector<bool> used(distinct.size(), false);
   for (const Request* request : group) {
     auto it = host_tables_.find(request->request_id());
-    DeviceTable table;
-    table.block_ids.reserve(it->second.block_ids.size());
-    for (BlockId h : it->second.block_ids) {
-      if (h < 0) {
-        table.block_ids.push_back(kNullBlockId);
-        continue;
+    DeviceTable table(it->second.size());
+    for (size_t g = 0; g < it->second.size(); ++g) {
+      const std::vector<BlockId>& host = it->second[g];
+      table[g].block_ids.reserve(host.size());
+      for (BlockId h : host) {
+        if (h < 0) {
+          table[g].block_ids.push_back(kNullBlockId);
+          continue;
+        }
+        const size_t slot = slot_of.at(h);
+        const BlockId d = device_ids[slot];
+        if (used[slot]) {
+          const BlockId ref[] = {d};
+          pool_.touch(ref);
+        } else {
+          used[slot] = true;
+        }
+        table[g].block_ids.push_back(d);
       }
-      const size_t slot = slot_of.at(h);
-      const BlockId d = device_ids[slot];
-      if (used[slot]) {
-        const BlockId ref[] = {d};
-        pool_.touch(ref);
-      } else {
-        used[slot] = true;
+      for (auto h = host.rbegin(); h != host.rend(); ++h) {
+        if (*h >= 0) host_pool_.free(*h);
       }
-      table.block_ids.push_back(d);
-    }
-    for (auto h = it->second.block_ids.rbegin(); h != it->second.block_ids.rend(); ++h) {
-      if (*h >= 0) host_pool_.free(*h);
+      // The new device blocks carry no hash; cache_blocks hashes them again when next called.
+      table[g].num_cached_blocks = 0;
     }
     host_tables_.erase(it);
-    // The new device blocks carry no hash; cache_blocks hashes them again when next called.
-    table.num_cached_blocks = 0;
     device_tables_.emplace(request->request_id(), std::move(table));
   }
   std::vector<BlockSwap> mapping;
@@ -247,9 +263,14 @@ void KVCacheManager::check_invariants() const {
   pool_.check_invariants();
   host_pool_.check_invariants();
   std::vector<int> device_refs(static_cast<size_t>(pool_.num_blocks()), 0);
-  for (const auto& [id, table] : device_tables_) {
+  for (const auto& [id, tables] : device_tables_) {
     VELLUM_CHECK(!is_swapped(id), ErrorCode::kInternal,
                  "request {} is both resident and swapped out", id);
+    VELLUM_CHECK(static_cast<int>(tables.size()) == num_groups(), ErrorCode::kInternal,
+                 "request {} has {} group tables for {} KV cache groups", id, tables.size(),
+                 num_groups());
+    for (int g = 0; g < num_groups(); ++g) {
+    const GroupTable& table = tables[static_cast<size_t>(g)];
     VELLUM_CHECK(table.num_cached_blocks >= 0 &&
                      table.num_cached_blocks <= static_cast<int>(table.block_ids.size()),
                  ErrorCode::kInternal, "request {} has num_cached_blocks {} for {} blocks", id,
@@ -261,10 +282,13 @@ void KVCacheManager::check_invariants() const {
       if (b == kNullBlockId) continue;
       ++device_refs[static_cast<size_t>(b)];
       if (config_.enable_caching && static_cast<int>(i) < table.num_cached_blocks) {
-        VELLUM_CHECK(pool_.block(b).block_hash.has_value(), ErrorCode::kInternal,
-                     "request {} counts block {} (index {}) as cached but it has no hash", id, b,
-                     i);
+        VELLUM_CHECK(pool_.block(b).block_hash.has_value() &&
+                         pool_.block(b).block_hash->group_id == g,
+                     ErrorCode::kInternal,
+                     "request {} counts block {} (index {}, group {}) as cached but it has no "
+                     "hash of that group", id, b, i, g);
       }
+    }
     }
   }
   for (BlockId b = 1; b < pool_.num_blocks(); ++b) {
@@ -274,11 +298,13 @@ void KVCacheManager::check_invariants() const {
   }
   std::vector<int> host_refs(static_cast<size_t>(host_pool_.num_blocks()), 0);
   for (const auto& [id, table] : host_tables_) {
-    for (BlockId h : table.block_ids) {
-      if (h < 0) continue;
-      VELLUM_CHECK(h < host_pool_.num_blocks(), ErrorCode::kInternal,
-                   "swapped request {} holds out-of-range host block {}", id, h);
-      ++host_refs[static_cast<size_t>(h)];
+    for (const std::vector<BlockId>& ids : table) {
+      for (BlockId h : ids) {
+        if (h < 0) continue;
+        VELLUM_CHECK(h < host_pool_.num_blocks(), ErrorCode::kInternal,
+                     "swapped request {} holds out-of-range host block {}", id, h);
+        ++host_refs[static_cast<size_t>(h)];
+      }
     }
   }
   for (BlockId h = 0; h < host_pool_.num_blocks(); ++h) {

@@ -226,10 +226,13 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
                config.model.model, tokenizer_->vocab_size(), model.config().vocab_size);
   max_model_len_ = engine::resolve_max_model_len(config.model, model.config());
   const kernels::KvType kv_type = engine::parse_kv_cache_dtype(config.cache.cache_dtype);
-  const model::KvCacheShape shape = model.kv_cache_shape(config.cache.block_size, kv_type);
+  const model::KvCacheShape shape = model.kv_cache_shape(
+      config.cache.block_size, kv_type, !config.cache.disable_hybrid_kv_cache_manager);
+  std::vector<int64_t> group_windows = shape.layout.group_windows;
   const engine::KvBudget budget =
       engine::agree_kv_budget(groups_, config.cache, shape.bytes_per_block(), max_model_len_,
-                              config.scheduler.max_num_seqs);
+                              config.scheduler.max_num_seqs, group_windows,
+                              config.scheduler.max_num_batched_tokens);
   num_kv_blocks_ = budget.num_blocks;
   VELLUM_CHECK(budget.num_blocks < INT32_MAX, ErrorCode::kInvalidArgument,
                "{} KV blocks is too many; lower --kv-cache-memory", budget.num_blocks);
@@ -246,19 +249,22 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   kv.enable_caching = config.cache.enable_prefix_caching;
   kv.log_stats = true;
   kv.num_host_blocks = static_cast<int>(budget.num_host_blocks);
-  // Sliding windows: when every layer slides, the one KV group is a sliding-window group and the
-  // manager recycles blocks that fell out of the window. Models that mix sliding and global layers
-  // (Gemma 2/3) need one block table per group (vLLM's hybrid manager), which is not implemented
-  // yet: their sliding layers attend within the window but keep the full KV.
+  // One KV cache group per attention type (vLLM's hybrid KV cache manager): a sliding-window
+  // group's blocks that fall out of the window go back to the pool.
+  for (const int64_t window : group_windows) {
+    kv.groups.push_back({window > 0 ? std::optional<int>(static_cast<int>(window)) : std::nullopt});
+  }
   const model::ModelConfig& model_config = model.config();
-  if (model_config.sliding_window > 0 &&
-      model_config.num_sliding_layers() == model_config.num_layers) {
-    kv.sliding_window = static_cast<int>(model_config.sliding_window);
-  } else if (model_config.num_sliding_layers() > 0) {
-    VELLUM_LOG_INFO(
-        "{} of {} layers use a sliding window of {}; their KV blocks are kept for the whole "
-        "sequence (no hybrid KV cache groups yet)",
-        model_config.num_sliding_layers(), model_config.num_layers, model_config.sliding_window);
+  if (shape.layout.num_groups() > 1) {
+    VELLUM_LOG_INFO("KV cache groups: {} of {} layers slide over {} tokens; {} groups of {} "
+                    "layers (hybrid KV cache manager)",
+                    model_config.num_sliding_layers(), model_config.num_layers,
+                    model_config.sliding_window, shape.layout.num_groups(), shape.num_slots());
+  } else if (model_config.num_sliding_layers() > 0 && group_windows[0] == 0) {
+    VELLUM_LOG_INFO("{} of {} layers use a sliding window of {}; with "
+                    "--disable-hybrid-kv-cache-manager their KV blocks are kept for the whole "
+                    "sequence", model_config.num_sliding_layers(), model_config.num_layers,
+                    model_config.sliding_window);
   }
   scheduler_ = std::make_unique<core::Scheduler>(scheduler_config_from(config, max_model_len_), kv);
   if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size);
@@ -569,7 +575,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       }
       first_logit_row[i] = num_logit_rows;
       num_logit_rows += num_logits;
-      runner_seqs_.push_back({s.token_ids, s.num_computed_tokens, s.block_ids, num_logits});
+      runner_seqs_.push_back({s.token_ids, s.num_computed_tokens, s.group_block_ids, num_logits});
       if (!s.samples_token) continue;
       if (beam_of_seq_.contains(s.request_id)) {
         beam_rows_.push_back({i, num_logit_rows - 1});

@@ -49,8 +49,9 @@ auto guarded(bool& failed, F&& f) {
 // ---- the wire format (int32 words) --------------------------------------------------------------
 //   header (broadcast first): {op, payload words} as two int64
 //   moves:     num_moves, then (src, dst) pairs
-//   sequences: num_seqs, then per sequence (num_new, num_computed, num_blocks, num_logits), then
-//              every sequence's new tokens, then every sequence's block ids
+//   sequences: num_seqs, num_groups, then per sequence (num_new, num_computed, num_logits, and
+//              num_blocks of each KV cache group), then every sequence's new tokens, then every
+//              sequence's block ids, group after group
 
 void ModelRunner::broadcast_op(Op op, std::span<const int32_t> payload) {
   std::array<int64_t, 2> header = {static_cast<int64_t>(op), static_cast<int64_t>(payload.size())};
@@ -71,19 +72,28 @@ void ModelRunner::encode_moves(std::span<const BlockMove> moves) {
 }
 
 void ModelRunner::encode_sequences(std::span<const RunnerSequence> sequences) {
+  const auto num_groups = static_cast<size_t>(cache_.shape().layout.num_groups());
   payload_.clear();
   payload_.push_back(static_cast<int32_t>(sequences.size()));
+  payload_.push_back(static_cast<int32_t>(num_groups));
   for (const RunnerSequence& s : sequences) {
+    VELLUM_CHECK(s.group_block_ids.size() == num_groups, ErrorCode::kInternal,
+                 "a sequence has block tables for {} KV cache groups, the cache {}",
+                 s.group_block_ids.size(), num_groups);
     payload_.push_back(static_cast<int32_t>(s.new_tokens.size()));
     payload_.push_back(s.num_computed_tokens);
-    payload_.push_back(static_cast<int32_t>(s.block_ids.size()));
     payload_.push_back(s.num_logits);
+    for (const std::vector<int32_t>& table : s.group_block_ids) {
+      payload_.push_back(static_cast<int32_t>(table.size()));
+    }
   }
   for (const RunnerSequence& s : sequences) {
     payload_.insert(payload_.end(), s.new_tokens.begin(), s.new_tokens.end());
   }
   for (const RunnerSequence& s : sequences) {
-    payload_.insert(payload_.end(), s.block_ids.begin(), s.block_ids.end());
+    for (const std::vector<int32_t>& table : s.group_block_ids) {
+      payload_.insert(payload_.end(), table.begin(), table.end());
+    }
   }
 }
 
@@ -153,9 +163,9 @@ std::span<float> ModelRunner::do_execute(std::span<const RunnerSequence> sequenc
   batch_.clear();
   const auto block_size = static_cast<int32_t>(cache_.shape().block_size);
   for (const RunnerSequence& s : sequences) {
+    tables_.assign(s.group_block_ids.begin(), s.group_block_ids.end());
     batch_.add_sequence(s.new_tokens.data(), static_cast<int32_t>(s.new_tokens.size()),
-                        s.num_computed_tokens, s.block_ids.data(),
-                        static_cast<int32_t>(s.block_ids.size()), block_size, s.num_logits);
+                        s.num_computed_tokens, tables_, block_size, s.num_logits);
   }
   batch_.finalize();
   const size_t need = static_cast<size_t>(batch_.num_logits() * vocab_size());
@@ -205,19 +215,35 @@ void ModelRunner::run_worker_loop() {
     }
     if (op == Op::kExecute) {
       const auto num_seqs = static_cast<size_t>(payload_.at(0));
+      const auto num_groups = static_cast<size_t>(payload_.at(1));
+      VELLUM_CHECK(static_cast<int64_t>(num_groups) == cache_.shape().layout.num_groups(),
+                   ErrorCode::kInternal,
+                   "rank 0 sent block tables for {} KV cache groups, this rank's cache has {}",
+                   num_groups, cache_.shape().layout.num_groups());
+      const size_t meta_words = 3 + num_groups;
       sequences_.resize(num_seqs);
-      size_t cursor = 1 + 4 * num_seqs;
+      worker_tables_.resize(num_seqs);
+      size_t cursor = 2 + meta_words * num_seqs;
+      VELLUM_CHECK(cursor <= payload_.size(), ErrorCode::kInternal,
+                   "malformed step message from rank 0");
       for (size_t i = 0; i < num_seqs; ++i) {
-        const int32_t* meta = payload_.data() + 1 + 4 * i;
+        const int32_t* meta = payload_.data() + 2 + meta_words * i;
         sequences_[i].new_tokens = {payload_.data() + cursor, static_cast<size_t>(meta[0])};
         sequences_[i].num_computed_tokens = meta[1];
-        sequences_[i].num_logits = meta[3];
+        sequences_[i].num_logits = meta[2];
         cursor += static_cast<size_t>(meta[0]);
       }
       for (size_t i = 0; i < num_seqs; ++i) {
-        const int32_t* meta = payload_.data() + 1 + 4 * i;
-        sequences_[i].block_ids = {payload_.data() + cursor, static_cast<size_t>(meta[2])};
-        cursor += static_cast<size_t>(meta[2]);
+        const int32_t* meta = payload_.data() + 2 + meta_words * i;
+        worker_tables_[i].resize(num_groups);
+        for (size_t g = 0; g < num_groups; ++g) {
+          const auto n = static_cast<size_t>(meta[3 + g]);
+          VELLUM_CHECK(cursor + n <= payload_.size(), ErrorCode::kInternal,
+                       "malformed step message from rank 0");
+          worker_tables_[i][g].assign(payload_.data() + cursor, payload_.data() + cursor + n);
+          cursor += n;
+        }
+        sequences_[i].group_block_ids = worker_tables_[i];
       }
       VELLUM_CHECK(cursor == payload_.size(), ErrorCode::kInternal,
                    "malformed step message from rank 0 ({} words, {} decoded)", payload_.size(),

@@ -28,7 +28,7 @@ namespace vellum::engine {
 struct RunnerSequence {
   std::span<const int32_t> new_tokens;  // tokens to compute this step
   int32_t num_computed_tokens = 0;      // tokens already in the cache before this step
-  std::span<const int32_t> block_ids;   // the sequence's block table
+  std::span<const std::vector<int32_t>> group_block_ids;  // its block table in each KV group
   int32_t num_logits = 0;               // logits for the last num_logits new tokens
 };
 
@@ -99,6 +99,8 @@ class ModelRunner {
   std::vector<int32_t> payload_;
   std::vector<BlockMove> moves_;               // worker: decoded moves
   std::vector<RunnerSequence> sequences_;      // worker: decoded sequences
+  std::vector<std::vector<std::vector<int32_t>>> worker_tables_;  // worker: [seq][group] ids
+  std::vector<std::span<const int32_t>> tables_;  // one sequence's group tables
 };
 
 }  // namespace vellum::engine

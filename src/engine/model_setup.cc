@@ -115,16 +115,26 @@ int64_t available_memory_bytes() {
   return available;
 }
 
-namespace {
-int64_t blocks_per_seq(const CacheConfig& cache, int64_t max_model_len) {
-  return (max_model_len + cache.block_size - 1) / cache.block_size;
-}
-}  // namespace
-
 KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len,
-                       int64_t max_num_seqs) {
+                       int64_t max_num_seqs, std::span<const int64_t> group_windows,
+                       int64_t max_num_batched_tokens) {
   VELLUM_CHECK(cache.block_size > 0, ErrorCode::kInvalidArgument,
                "--block-size must be positive, got {}", cache.block_size);
+  const int64_t no_windows[] = {0};
+  if (group_windows.empty()) group_windows = no_windows;
+  // Blocks one sequence of `len` tokens can hold at once, over all groups.
+  const auto blocks_per_seq = [&](const CacheConfig& c, int64_t len) {
+    int64_t total = 0;
+    for (const int64_t window : group_windows) {
+      int64_t n = (len + c.block_size - 1) / c.block_size;
+      if (window > 0) {
+        const int64_t step = max_num_batched_tokens > 0 ? max_num_batched_tokens : len;
+        n = std::min(n, (std::min(window - 1 + step, len) + c.block_size - 1) / c.block_size + 1);
+      }
+      total += n;
+    }
+    return total;
+  };
   KvBudget budget;
   budget.bytes_per_block = bytes_per_block;
   std::string source;
@@ -151,7 +161,18 @@ KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_
   // Block 0 is the null block: usable blocks are num_blocks - 1.
   const int64_t usable = budget.num_blocks - 1;
   if (usable < seq_blocks) {
-    const int64_t largest = std::max<int64_t>(0, usable) * cache.block_size;
+    // The largest length whose blocks fit (blocks_per_seq grows with the length).
+    int64_t largest = 0;
+    for (int64_t lo = 0, hi = max_model_len; lo <= hi;) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (blocks_per_seq(cache, mid) <= usable) {
+        largest = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    largest = largest / cache.block_size * cache.block_size;
     VELLUM_THROW(ErrorCode::kOutOfMemory,
                  "the KV cache ({} blocks of {} tokens, {} from {}) cannot hold one sequence of "
                  "max_model_len = {} tokens ({} blocks). Raise the KV cache budget (e.g. "

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "gguf/gguf.h"
@@ -46,8 +47,12 @@ struct KvBudget {
 // max_model_len tokens can ever hold, so a small model does not reserve (and, as the free list
 // cycles, eventually touch) gigabytes it cannot use. Throws kOutOfMemory, naming the largest
 // feasible --max-model-len, when one sequence of max_model_len tokens does not fit.
+// group_windows: the KV cache groups (KvCacheLayout::group_windows; 0 = full attention): one
+// sequence takes blocks in each, a sliding-window group at most its window plus one step's
+// tokens (max_num_batched_tokens), as vLLM's SlidingWindowSpec counts it.
 KvBudget plan_kv_cache(const CacheConfig& cache, int64_t bytes_per_block, int64_t max_model_len,
-                       int64_t max_num_seqs);
+                       int64_t max_num_seqs, std::span<const int64_t> group_windows = {},
+                       int64_t max_num_batched_tokens = 0);
 
 // Bytes of memory available to the process (MemAvailable, capped by a cgroup limit).
 int64_t available_memory_bytes();

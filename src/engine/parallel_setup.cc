@@ -73,7 +73,9 @@ ParallelGroups make_parallel_groups(const ParallelConfig& config) {
 }
 
 KvBudget agree_kv_budget(ParallelGroups& groups, const CacheConfig& cache, int64_t bytes_per_block,
-                         int64_t max_model_len, int64_t max_num_seqs, int64_t required_blocks,
+                         int64_t max_model_len, int64_t max_num_seqs,
+                         std::span<const int64_t> group_windows,
+                         int64_t max_num_batched_tokens, int64_t required_blocks,
                          const std::string& local_error) {
   Communicator& world = *groups.world;
   KvBudget budget;
@@ -94,7 +96,8 @@ KvBudget agree_kv_budget(ParallelGroups& groups, const CacheConfig& cache, int64
         const double fraction = local.kv_cache_fraction > 0 ? local.kv_cache_fraction : 0.5;
         local.kv_cache_fraction = fraction / groups.num_ranks_on_host;
       }
-      budget = plan_kv_cache(local, bytes_per_block, max_model_len, max_num_seqs);
+      budget = plan_kv_cache(local, bytes_per_block, max_model_len, max_num_seqs, group_windows,
+                             max_num_batched_tokens);
     }
   } catch (const Error& e) {
     if (!groups.parallel()) throw;
@@ -163,23 +166,25 @@ int run_worker(const EngineConfig& config) {
   }
   // A rank that could not load still takes part in the agreement, which carries its error to
   // rank 0.
-  int64_t bytes_per_block = 1;
   int64_t max_model_len = 1;
-  kernels::KvType kv_type = kernels::KvType::kF32;
+  model::KvCacheShape shape;  // this rank's heads and layers, the model's KV cache groups
+  shape.block_size = config.cache.block_size;
   if (load_error.empty()) {
     try {
       max_model_len = resolve_max_model_len(config.model, loaded.model->config());
-      kv_type = parse_kv_cache_dtype(config.cache.cache_dtype);
-      bytes_per_block =
-          loaded.model->kv_cache_shape(config.cache.block_size, kv_type).bytes_per_block();
+      shape = loaded.model->kv_cache_shape(config.cache.block_size,
+                                           parse_kv_cache_dtype(config.cache.cache_dtype),
+                                           !config.cache.disable_hybrid_kv_cache_manager);
     } catch (const Error& e) {
       load_error = e.what();
     }
   }
-  const KvBudget budget = agree_kv_budget(groups, config.cache, bytes_per_block, max_model_len,
-                                         config.scheduler.max_num_seqs, 0, load_error);
-  ModelRunner runner(*loaded.model, loaded.model->kv_cache_shape(config.cache.block_size, kv_type),
-                     budget.num_blocks, budget.num_host_blocks, groups.world.get());
+  const KvBudget budget = agree_kv_budget(
+      groups, config.cache, load_error.empty() ? shape.bytes_per_block() : 1, max_model_len,
+      config.scheduler.max_num_seqs, shape.layout.group_windows,
+      config.scheduler.max_num_batched_tokens, 0, load_error);
+  ModelRunner runner(*loaded.model, shape, budget.num_blocks, budget.num_host_blocks,
+                     groups.world.get());
   runner.run_worker_loop();
   return 0;
 }

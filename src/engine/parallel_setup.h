@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "common/communicator.h"
@@ -42,9 +43,12 @@ int world_rank();
 // the caller needs at least that many blocks (a benchmark's fixed cache). local_error: this rank
 // failed before it could plan (its model share did not load); the message reaches rank 0.
 // Afterwards the groups' timeouts are the step timeout (--distributed-timeout).
+// group_windows and max_num_batched_tokens as plan_kv_cache takes them.
 KvBudget agree_kv_budget(ParallelGroups& groups, const CacheConfig& cache, int64_t bytes_per_block,
                          int64_t max_model_len, int64_t max_num_seqs,
-                         int64_t required_blocks = 0, const std::string& local_error = {});
+                         std::span<const int64_t> group_windows,
+                         int64_t max_num_batched_tokens, int64_t required_blocks = 0,
+                         const std::string& local_error = {});
 
 // The body of every rank other than 0: loads this rank's share of the model, agrees on the KV
 // budget and runs the steps rank 0 broadcasts until it sends shutdown. Returns the exit code.

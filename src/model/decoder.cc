@@ -51,9 +51,12 @@ class DecoderModel final : public Model {
                const ModelLoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
-  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type) const override {
-    return KvCacheShape{layer_range_.count, num_local_kv_heads_, config_.head_dim, block_size,
-                        type};
+  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type,
+                              bool hybrid = false) const override {
+    KvCacheShape shape = Model::kv_cache_shape(block_size, type, hybrid);
+    shape.num_kv_heads = num_local_kv_heads_;
+    if (parallel_.pp_size() > 1) shape.layout = stage_layout(shape.layout, layer_range_);
+    return shape;
   }
   void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override;
   size_t weight_bytes() const override { return weight_bytes_; }
@@ -354,9 +357,12 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   const int64_t num_tokens = batch.num_tokens();
   VELLUM_CHECK(num_tokens > 0, ErrorCode::kInternal, "forward called with an empty batch");
   const KvCacheShape& kv = kv_cache.shape();
-  VELLUM_CHECK(kv.num_layers == layer_range_.count && kv.num_kv_heads == num_local_kv_heads_ &&
-                   kv.head_dim == config_.head_dim,
+  VELLUM_CHECK(kv.layout.num_layers() == layer_range_.count &&
+                   kv.num_kv_heads == num_local_kv_heads_ && kv.head_dim == config_.head_dim,
                ErrorCode::kInternal, "KV cache shape does not match the model");
+  VELLUM_CHECK(static_cast<int64_t>(batch.kv_groups.size()) == kv.layout.num_groups(),
+               ErrorCode::kInternal, "the batch has block tables for {} KV cache groups, the cache {}",
+               batch.kv_groups.size(), kv.layout.num_groups());
 
   const ArchSpec& spec = config_.arch;
   const int64_t hidden = config_.hidden_size;
@@ -382,7 +388,6 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   attn_params.num_kv_heads = num_kv_heads;
   attn_params.head_dim = head_dim;
   attn_params.block_size = kv.block_size;
-  attn_params.max_blocks_per_seq = batch.max_blocks_per_seq;
   attn_params.scale = config_.attention_scale;
   attn_params.kv_type = kv.type;
   attn_params.logit_softcap = config_.attn_logit_softcap;
@@ -431,12 +436,15 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
          batch.positions.data(), inv_freq);
     rope(k, qkv_width, num_tokens, num_kv_heads, head_dim, config_.rope_dim,
          batch.positions.data(), inv_freq);
+    const KvGroupTables& tables =
+        batch.kv_groups[static_cast<size_t>(kv.layout.layer_group[static_cast<size_t>(l)])];
     kernels::reshape_and_cache(k, qkv_width, v, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
-                               batch.slot_mapping.data(), num_tokens, num_kv_heads,
+                               tables.slot_mapping.data(), num_tokens, num_kv_heads,
                                head_dim, kv.block_size, kv.type);
     attn_params.sliding_window = layer.sliding ? config_.sliding_window : 0;
+    attn_params.max_blocks_per_seq = tables.max_blocks_per_seq;
     kernels::paged_attention(attn, q, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
-                             batch.block_tables.data(), batch.seq_lens.data(),
+                             tables.block_tables.data(), batch.seq_lens.data(),
                              batch.query_start_loc.data(), attn_params, attn_scratch);
     layer.attn_out.forward(h, attn, num_tokens, scratch);
     if (tp != nullptr) tp->all_reduce_sum(h, num_tokens * hidden);  // row-parallel partial sums

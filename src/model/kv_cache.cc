@@ -1,5 +1,7 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 
 namespace vellum::model {
@@ -8,16 +10,65 @@ int64_t KvCacheShape::pool_block_bytes() const {
   return num_kv_heads * block_size * head_dim * static_cast<int64_t>(kernels::kv_type_size(type));
 }
 
-int64_t KvCacheShape::bytes_per_block() const { return 2 * num_layers * pool_block_bytes(); }
+int64_t KvCacheShape::bytes_per_block() const { return 2 * num_slots() * pool_block_bytes(); }
+
+KvCacheLayout KvCacheLayout::single_group(const std::vector<bool>& layer_is_sliding,
+                                          int64_t sliding_window) {
+  KvCacheLayout out;
+  const auto num_layers = static_cast<int64_t>(layer_is_sliding.size());
+  const bool all_sliding =
+      sliding_window > 0 && num_layers > 0 &&
+      std::all_of(layer_is_sliding.begin(), layer_is_sliding.end(), [](bool b) { return b; });
+  out.group_windows = {all_sliding ? sliding_window : 0};
+  out.layer_group.assign(static_cast<size_t>(num_layers), 0);
+  for (int64_t l = 0; l < num_layers; ++l) out.layer_slot.push_back(static_cast<int>(l));
+  out.num_slots = num_layers;
+  return out;
+}
+
+KvCacheLayout KvCacheLayout::hybrid(const std::vector<bool>& layer_is_sliding,
+                                    int64_t sliding_window) {
+  std::vector<int> full, sliding;
+  for (size_t l = 0; l < layer_is_sliding.size(); ++l) {
+    (layer_is_sliding[l] && sliding_window > 0 ? sliding : full).push_back(static_cast<int>(l));
+  }
+  if (full.empty() || sliding.empty()) return single_group(layer_is_sliding, sliding_window);
+  const size_t min_layers = std::min(full.size(), sliding.size());
+  const size_t max_layers = std::max(full.size(), sliding.size());
+  // vLLM (_get_kv_cache_groups_uniform_page_size): few padding layers beat many groups.
+  const size_t group_size =
+      static_cast<double>(max_layers) < 1.25 * static_cast<double>(min_layers) ? max_layers
+                                                                              : min_layers;
+  KvCacheLayout out;
+  out.layer_group.assign(layer_is_sliding.size(), 0);
+  out.layer_slot.assign(layer_is_sliding.size(), 0);
+  out.num_slots = static_cast<int64_t>(group_size);
+  // Full-attention groups first (vLLM orders types by first appearance; the order does not
+  // change any result, and group 0 is then the full-attention table).
+  for (const auto* layers : {&full, &sliding}) {
+    for (size_t i = 0; i < layers->size(); i += group_size) {
+      const int group = static_cast<int>(out.group_windows.size());
+      out.group_windows.push_back(layers == &full ? 0 : sliding_window);
+      for (size_t j = i; j < std::min(i + group_size, layers->size()); ++j) {
+        out.layer_group[static_cast<size_t>((*layers)[j])] = group;
+        out.layer_slot[static_cast<size_t>((*layers)[j])] = static_cast<int>(j - i);
+      }
+    }
+  }
+  return out;
+}
 
 KvCache::KvCache(const KvCacheShape& shape, int64_t num_blocks)
     : shape_(shape), num_blocks_(num_blocks) {
   VELLUM_CHECK(num_blocks > 0, ErrorCode::kInvalidArgument,
                "a KV cache needs at least one block, got {}", num_blocks);
+  VELLUM_CHECK(shape.num_slots() > 0 &&
+                   static_cast<int64_t>(shape.layout.layer_slot.size()) == shape.layout.num_layers(),
+               ErrorCode::kInternal, "KV cache layout without slots");
   const size_t pool_bytes = static_cast<size_t>(num_blocks * shape.pool_block_bytes());
-  k_pools_.reserve(shape.num_layers);
-  v_pools_.reserve(shape.num_layers);
-  for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
+  k_pools_.reserve(static_cast<size_t>(shape.num_slots()));
+  v_pools_.reserve(static_cast<size_t>(shape.num_slots()));
+  for (int64_t s = 0; s < shape.num_slots(); ++s) {
     k_pools_.emplace_back(pool_bytes);
     v_pools_.emplace_back(pool_bytes);
   }
@@ -26,9 +77,9 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t num_blocks)
 void KvCache::copy_blocks(const int32_t* src, const int32_t* dst, int64_t num_pairs) {
   if (num_pairs == 0) return;
   const int64_t block_bytes = shape_.pool_block_bytes();
-  for (int64_t layer = 0; layer < shape_.num_layers; ++layer) {
-    kernels::copy_blocks(k_pools_[layer].data(), block_bytes, src, dst, num_pairs);
-    kernels::copy_blocks(v_pools_[layer].data(), block_bytes, src, dst, num_pairs);
+  for (size_t s = 0; s < k_pools_.size(); ++s) {
+    kernels::copy_blocks(k_pools_[s].data(), block_bytes, src, dst, num_pairs);
+    kernels::copy_blocks(v_pools_[s].data(), block_bytes, src, dst, num_pairs);
   }
 }
 
@@ -37,14 +88,14 @@ void KvCache::swap_blocks(KvCache& to, const KvCache& from, const int32_t* src, 
   if (num_pairs == 0) return;
   const KvCacheShape& a = to.shape_;
   const KvCacheShape& b = from.shape_;
-  VELLUM_CHECK(a.num_layers == b.num_layers && a.pool_block_bytes() == b.pool_block_bytes(),
+  VELLUM_CHECK(a.num_slots() == b.num_slots() && a.pool_block_bytes() == b.pool_block_bytes(),
                ErrorCode::kInternal, "swap between KV caches of different shapes");
   const int64_t block_bytes = a.pool_block_bytes();
-  for (int64_t layer = 0; layer < a.num_layers; ++layer) {
-    kernels::swap_blocks(to.k_pools_[layer].data(), from.k_pools_[layer].data(), block_bytes, src,
-                         dst, num_pairs);
-    kernels::swap_blocks(to.v_pools_[layer].data(), from.v_pools_[layer].data(), block_bytes, src,
-                         dst, num_pairs);
+  for (size_t s = 0; s < to.k_pools_.size(); ++s) {
+    kernels::swap_blocks(to.k_pools_[s].data(), from.k_pools_[s].data(), block_bytes, src, dst,
+                         num_pairs);
+    kernels::swap_blocks(to.v_pools_[s].data(), from.v_pools_[s].data(), block_bytes, src, dst,
+                         num_pairs);
   }
 }
 

@@ -1,8 +1,8 @@
 // The bytes of the paged KV cache (the block bookkeeping lives in core/).
 //
-// Per layer, one K pool and one V pool, each (num_blocks, num_kv_heads, block_size, head_dim) of
-// KvType (DESIGN.md §3). Block ids are shared by all layers: block b of a request is block b in
-// every layer's pools. A SwapSpace is a second set of pools with its own block ids, in host
+// Per pool slot, one K pool and one V pool, each (num_blocks, num_kv_heads, block_size, head_dim)
+// of KvType (DESIGN.md §3); KvCacheLayout maps layers to slots (one slot per layer unless the
+// model mixes attention types). Block ids are shared by all slots. A SwapSpace is a second set of pools with its own block ids, in host
 // memory, that preempted requests' blocks are copied to and back from.
 //
 // Thread-safety: owned and mutated by the engine core thread only.
@@ -16,16 +16,44 @@
 
 namespace vellum::model {
 
+// How the layers share the paged KV cache: KV cache groups, each with its own block table (vLLM's
+// kv_cache_groups). All groups take block ids from one pool, and a block id names one page in
+// each of `num_slots` K and V pools; layer l keeps its KV in pool slot layer_slot[l] at the block
+// ids of group layer_group[l].
+//
+// Without mixed attention types there is one group of all layers (slot l = layer l). With full
+// and sliding-window layers mixed (Gemma 2/3), vLLM's hybrid allocator rule: the layers of each
+// type are cut, in layer order, into groups of the same size (the smaller type's layer count, or
+// the larger one's when within 25 %), the last group of a type padded; a sliding group's blocks
+// outside its window go back to the pool.
+struct KvCacheLayout {
+  std::vector<int64_t> group_windows;  // per group: sliding window in tokens, 0 = full attention
+  std::vector<int> layer_group;        // per layer
+  std::vector<int> layer_slot;         // per layer
+  int64_t num_slots = 0;
+
+  int64_t num_groups() const { return static_cast<int64_t>(group_windows.size()); }
+  int64_t num_layers() const { return static_cast<int64_t>(layer_group.size()); }
+
+  // One group of every layer; its window is `sliding_window` when every layer slides, else 0
+  // (sliding layers then attend within their window but keep the whole KV).
+  static KvCacheLayout single_group(const std::vector<bool>& layer_is_sliding,
+                                    int64_t sliding_window);
+  // The hybrid layout above; a single group when the layers are all of one type.
+  static KvCacheLayout hybrid(const std::vector<bool>& layer_is_sliding, int64_t sliding_window);
+};
+
 struct KvCacheShape {
-  int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t block_size = 16;
   kernels::KvType type = kernels::KvType::kF32;
+  KvCacheLayout layout;
 
-  // Bytes of one block in one pool (one layer's K or V).
+  int64_t num_slots() const { return layout.num_slots; }
+  // Bytes of one block in one pool (one slot's K or V).
   int64_t pool_block_bytes() const;
-  // Bytes one block id costs across all layers, K and V: what the memory budget divides by.
+  // Bytes one block id costs across all slots, K and V: what the memory budget divides by.
   int64_t bytes_per_block() const;
 };
 
@@ -35,12 +63,13 @@ class KvCache {
 
   const KvCacheShape& shape() const { return shape_; }
   int64_t num_blocks() const { return num_blocks_; }
-  void* k_pool(int64_t layer) { return k_pools_[layer].data(); }
-  void* v_pool(int64_t layer) { return v_pools_[layer].data(); }
-  const void* k_pool(int64_t layer) const { return k_pools_[layer].data(); }
-  const void* v_pool(int64_t layer) const { return v_pools_[layer].data(); }
+  // The pools of a layer (its slot in the layout).
+  void* k_pool(int64_t layer) { return k_pools_[slot(layer)].data(); }
+  void* v_pool(int64_t layer) { return v_pools_[slot(layer)].data(); }
+  const void* k_pool(int64_t layer) const { return k_pools_[slot(layer)].data(); }
+  const void* v_pool(int64_t layer) const { return v_pools_[slot(layer)].data(); }
 
-  // For each i, block dst[i] := block src[i] in every layer's K and V pools (copy-on-write).
+  // For each i, block dst[i] := block src[i] in every slot's K and V pools (copy-on-write).
   void copy_blocks(const int32_t* src, const int32_t* dst, int64_t num_pairs);
   // Block bytes move between two caches of the same shape (swap out: this -> host; swap in:
   // host -> this): to.block[dst[i]] := from.block[src[i]].
@@ -48,9 +77,13 @@ class KvCache {
                           int64_t num_pairs);
 
  private:
+  size_t slot(int64_t layer) const {
+    return static_cast<size_t>(shape_.layout.layer_slot[static_cast<size_t>(layer)]);
+  }
+
   KvCacheShape shape_;
   int64_t num_blocks_ = 0;
-  std::vector<AlignedBuffer> k_pools_;  // (num_layers) each num_blocks * pool_block_bytes
+  std::vector<AlignedBuffer> k_pools_;  // (num_slots) each num_blocks * pool_block_bytes
   std::vector<AlignedBuffer> v_pools_;
 };
 

@@ -44,11 +44,16 @@ class Model {
   // logits are written on the first rank only (the others' `logits` is not touched).
   virtual void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) = 0;
 
-  // Shape of the KV cache this model needs, for a given block size and storage type. Under
-  // tensor / pipeline parallelism: this rank's KV heads and layers.
-  virtual KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type) const {
+  // Shape of the KV cache this model needs, for a given block size and storage type. hybrid:
+  // one KV cache group per attention type when full and sliding-window layers are mixed
+  // (KvCacheLayout::hybrid); otherwise one group of all layers. Under tensor / pipeline
+  // parallelism: this rank's KV heads and layers (the groups stay the model's).
+  virtual KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type,
+                                      bool hybrid = false) const {
     const ModelConfig& c = config();
-    return KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim, block_size, type};
+    return KvCacheShape{c.num_kv_heads, c.head_dim, block_size, type,
+                        hybrid ? KvCacheLayout::hybrid(c.layer_is_sliding, c.sliding_window)
+                               : KvCacheLayout::single_group(c.layer_is_sliding, c.sliding_window)};
   }
 
   // Bytes of weights one forward pass reads (for bandwidth reports).

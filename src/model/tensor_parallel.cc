@@ -21,6 +21,20 @@ Range split_range(int64_t n, int parts, int index) {
   return r;
 }
 
+KvCacheLayout stage_layout(const KvCacheLayout& full, Range layers) {
+  KvCacheLayout out;
+  out.group_windows = full.group_windows;
+  std::vector<int> new_slot(static_cast<size_t>(full.num_slots), -1);
+  for (int64_t l = layers.begin; l < layers.end(); ++l) {
+    const auto i = static_cast<size_t>(l);
+    int& slot = new_slot[static_cast<size_t>(full.layer_slot[i])];
+    if (slot < 0) slot = static_cast<int>(out.num_slots++);
+    out.layer_group.push_back(full.layer_group[i]);
+    out.layer_slot.push_back(slot);
+  }
+  return out;
+}
+
 void check_parallel_shape(const ModelConfig& config, int tp, int pp) {
   VELLUM_CHECK(tp >= 1 && pp >= 1, ErrorCode::kInvalidArgument,
                "--tensor-parallel-size and --pipeline-parallel-size must be at least 1");

@@ -20,6 +20,7 @@
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "model/io/model_config.h"
+#include "model/kv_cache.h"
 #include "model/model_parallel.h"
 #include "model/projection.h"
 
@@ -33,6 +34,11 @@ struct Range {
   int64_t end() const { return begin + count; }
 };
 Range split_range(int64_t n, int parts, int index);
+
+// A pipeline stage's share of the model's KV cache layout: the groups stay the model's (every
+// stage receives every group's block tables), the layers are the stage's `layers` (indexed from
+// 0), and only the pool slots they use are kept, renumbered in order.
+KvCacheLayout stage_layout(const KvCacheLayout& full, Range layers);
 
 // Checks that the model can be split `tp` ways by heads and FFN width and into `pp` stages;
 // throws kInvalidArgument naming the sizes that would work.

@@ -48,7 +48,8 @@ inline std::optional<std::vector<BlockId>> alloc(KVCacheManager& kv, Request& re
   AllocateSlotsArgs args;
   args.num_new_tokens = n;
   args.num_new_computed_tokens = hit_tokens;
-  args.new_computed_blocks = std::move(hit_blocks);
+  // A single-group manager: the hit is group 0's list.
+  if (!hit_blocks.empty()) args.new_computed_blocks.push_back(std::move(hit_blocks));
   args.num_lookahead_tokens = lookahead;
   return kv.allocate_slots(req, args);
 }

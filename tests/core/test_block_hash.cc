@@ -131,14 +131,14 @@ TEST(KvCacheScenarios, S09_CacheSaltIsolatesTenants) {
   Request req1 = make_request("1", concat(common, repeat(4, 5)), 16, salt1);
   const auto hit1 = kv.get_computed_blocks(req1);
   EXPECT_EQ(hit1.num_computed_tokens, 48);
-  EXPECT_EQ(hit1.block_ids, (std::vector<BlockId>{1, 2, 3}));
+  EXPECT_EQ(hit1.block_ids(), (std::vector<BlockId>{1, 2, 3}));
 
   RequestParams salt2;
   salt2.cache_salt = "salt2";
   Request req2 = make_request("2", concat(common, repeat(4, 5)), 16, salt2);
   const auto hit2 = kv.get_computed_blocks(req2);
   EXPECT_EQ(hit2.num_computed_tokens, 0);
-  EXPECT_TRUE(hit2.block_ids.empty());
+  EXPECT_TRUE(hit2.block_ids().empty());
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ TEST(KvCacheScenarios, S10_PrefillShareFreeEvict) {
   Request req0 = make_request("0", concat(common, repeat(3, 7)), 16);
   ASSERT_EQ(req0.block_hashes().size(), 3u);
   auto hit0 = kv.get_computed_blocks(req0);
-  EXPECT_TRUE(hit0.block_ids.empty());
+  EXPECT_TRUE(hit0.block_ids().empty());
   EXPECT_EQ(hit0.num_computed_tokens, 0);
   EXPECT_EQ(alloc(kv, req0, 55), (std::vector<BlockId>{1, 2, 3, 4}));
   for (BlockId id = 1; id <= 3; ++id) {
@@ -48,9 +48,9 @@ TEST(KvCacheScenarios, S10_PrefillShareFreeEvict) {
 
   Request req1 = make_request("1", concat(common, repeat(3, 5)), 16);
   auto hit1 = kv.get_computed_blocks(req1);
-  EXPECT_EQ(hit1.block_ids, (std::vector<BlockId>{1, 2, 3}));
+  EXPECT_EQ(hit1.block_ids(), (std::vector<BlockId>{1, 2, 3}));
   EXPECT_EQ(hit1.num_computed_tokens, 48);
-  EXPECT_EQ(alloc(kv, req1, 5, 48, hit1.block_ids), (std::vector<BlockId>{5}));
+  EXPECT_EQ(alloc(kv, req1, 5, 48, hit1.block_ids()), (std::vector<BlockId>{5}));
   EXPECT_EQ(req1.num_cached_tokens, 48);
   EXPECT_EQ(req0.num_cached_tokens, 0);
   const std::vector<BlockId> shared{1, 2, 3};
@@ -64,8 +64,8 @@ TEST(KvCacheScenarios, S10_PrefillShareFreeEvict) {
 
   Request req2 = make_request("2", concat(common, repeat(3, 6)), 16);
   auto hit2 = kv.get_computed_blocks(req2);
-  EXPECT_EQ(hit2.block_ids, (std::vector<BlockId>{1, 2, 3}));
-  EXPECT_EQ(alloc(kv, req2, 5, 48, hit2.block_ids), (std::vector<BlockId>{6}));
+  EXPECT_EQ(hit2.block_ids(), (std::vector<BlockId>{1, 2, 3}));
+  EXPECT_EQ(alloc(kv, req2, 5, 48, hit2.block_ids()), (std::vector<BlockId>{6}));
   EXPECT_EQ(kv.num_free_blocks(), 6);
   for (BlockId id : kv.block_pool().free_block_ids()) EXPECT_EQ(kv.block_pool().block(id).ref_cnt, 0);
 
@@ -73,7 +73,7 @@ TEST(KvCacheScenarios, S10_PrefillShareFreeEvict) {
   EXPECT_EQ(kv.block_pool().free_block_ids(), (std::vector<BlockId>{7, 8, 9, 10, 4, 5, 6, 3, 2, 1}));
 
   Request req3 = make_request("3", repeat(99, 160), 16);
-  EXPECT_TRUE(kv.get_computed_blocks(req3).block_ids.empty());
+  EXPECT_TRUE(kv.get_computed_blocks(req3).block_ids().empty());
   EXPECT_EQ(alloc(kv, req3, 160), (std::vector<BlockId>{7, 8, 9, 10, 4, 5, 6, 3, 2, 1}));
   EXPECT_EQ(kv.num_free_blocks(), 0);
   EXPECT_TRUE(kv.block_pool().free_block_ids().empty());
@@ -89,20 +89,20 @@ TEST(KvCacheScenarios, S11_PromptLogprobsSkipReadingButStillWrite) {
   plp.skip_reading_prefix_cache = true;
 
   Request req0 = make_request("0", concat(common, repeat(3, 7)), 16, plp);
-  EXPECT_TRUE(kv.get_computed_blocks(req0).block_ids.empty());
+  EXPECT_TRUE(kv.get_computed_blocks(req0).block_ids().empty());
   EXPECT_EQ(alloc(kv, req0, 55), (std::vector<BlockId>{1, 2, 3, 4}));
   for (BlockId id = 1; id <= 3; ++id) EXPECT_TRUE(kv.block_pool().block(id).block_hash.has_value());
 
   Request req1 = make_request("1", concat(common, repeat(3, 5)), 16);
   auto hit1 = kv.get_computed_blocks(req1);
-  EXPECT_EQ(hit1.block_ids, (std::vector<BlockId>{1, 2, 3}));
-  EXPECT_EQ(alloc(kv, req1, 5, 48, hit1.block_ids), (std::vector<BlockId>{5}));
+  EXPECT_EQ(hit1.block_ids(), (std::vector<BlockId>{1, 2, 3}));
+  EXPECT_EQ(alloc(kv, req1, 5, 48, hit1.block_ids()), (std::vector<BlockId>{5}));
   kv.free("0");
   kv.free("1");
 
   Request req2 = make_request("2", concat(common, repeat(3, 6)), 16, plp);
   auto hit2 = kv.get_computed_blocks(req2);
-  EXPECT_TRUE(hit2.block_ids.empty());
+  EXPECT_TRUE(hit2.block_ids().empty());
   EXPECT_EQ(hit2.num_computed_tokens, 0);
   auto blocks = alloc(kv, req2, 55);
   ASSERT_TRUE(blocks.has_value());
@@ -151,8 +151,8 @@ TEST(KvCacheScenarios, S14_FailedAllocationHasNoSideEffects) {
 
   Request req1 = make_request("1", concat(common, common), 16);
   auto hit1 = kv.get_computed_blocks(req1);
-  EXPECT_EQ(hit1.block_ids, (std::vector<BlockId>{1, 2, 3}));
-  auto new1 = alloc(kv, req1, 48, 48, hit1.block_ids);
+  EXPECT_EQ(hit1.block_ids(), (std::vector<BlockId>{1, 2, 3}));
+  auto new1 = alloc(kv, req1, 48, 48, hit1.block_ids());
   ASSERT_TRUE(new1.has_value());
   EXPECT_EQ(new1->size(), 3u);
   const auto req1_blocks = ids(kv.get_block_ids("1"));
@@ -167,10 +167,10 @@ TEST(KvCacheScenarios, S14_FailedAllocationHasNoSideEffects) {
 
   Request req3 = make_request("3", concat(concat(common, common), common), 16);
   auto hit3 = kv.get_computed_blocks(req3);
-  EXPECT_EQ(hit3.block_ids, req1_blocks);
+  EXPECT_EQ(hit3.block_ids(), req1_blocks);
   EXPECT_EQ(hit3.num_computed_tokens, 96);
   const auto free_before = kv.block_pool().free_block_ids();
-  EXPECT_EQ(alloc(kv, req3, 48, 96, hit3.block_ids), std::nullopt);
+  EXPECT_EQ(alloc(kv, req3, 48, 96, hit3.block_ids()), std::nullopt);
   EXPECT_EQ(refs(kv, req1_blocks), (std::vector<int>{1, 1, 1, 0, 0, 0}));
   EXPECT_EQ(kv.block_pool().free_block_ids(), free_before);
   EXPECT_FALSE(kv.is_resident("3"));
@@ -187,7 +187,7 @@ TEST(KvCacheScenarios, S16_ReusedBlockLosesStaleHash) {
   EXPECT_TRUE(kv.block_pool().block(1).block_hash.has_value());  // lazy eviction
 
   Request b = make_request("b", iota_tokens(15, 100), 16);
-  EXPECT_TRUE(kv.get_computed_blocks(b).block_ids.empty());
+  EXPECT_TRUE(kv.get_computed_blocks(b).block_ids().empty());
   EXPECT_EQ(alloc(kv, b, 15), (std::vector<BlockId>{1}));
   EXPECT_FALSE(kv.block_pool().block(1).block_hash.has_value());
   EXPECT_TRUE(kv.block_pool().cached_block_index().empty());
@@ -226,7 +226,7 @@ TEST(KvCacheScenarios, S18_FullyCachedPromptRecomputesLastBlock) {
     kv.free("x");
     Request y = make_request("y", repeat(0, 48), 16);
     const auto hit = kv.get_computed_blocks(y);
-    EXPECT_EQ(hit.block_ids.size(), eagle ? 1u : 2u);
+    EXPECT_EQ(hit.block_ids().size(), eagle ? 1u : 2u);
     EXPECT_EQ(hit.num_computed_tokens, eagle ? 16 : 32);
   }
 }
@@ -264,8 +264,8 @@ TEST(KvCacheScenarios, S20_ResetPrefixCache) {
   EXPECT_EQ(alloc(kv, req0, 55), (std::vector<BlockId>{1, 2, 3, 4}));
   Request req1 = make_request("1", concat(common, repeat(3, 5)), 16);
   auto hit = kv.get_computed_blocks(req1);
-  EXPECT_EQ(hit.block_ids.size(), 3u);
-  EXPECT_EQ(alloc(kv, req1, 5, 48, hit.block_ids), (std::vector<BlockId>{5}));
+  EXPECT_EQ(hit.block_ids().size(), 3u);
+  EXPECT_EQ(alloc(kv, req1, 5, 48, hit.block_ids()), (std::vector<BlockId>{5}));
 
   EXPECT_FALSE(kv.reset_prefix_cache());
   EXPECT_FALSE(kv.block_pool().cached_block_index().empty());
@@ -368,8 +368,8 @@ TEST(KvCacheScenarios, S24_EvictableHitBlocksCountAgainstFreeCapacity) {
     kv.free("a");
     Request b = make_request("b", iota_tokens(41), 2);
     auto hit = kv.get_computed_blocks(b);
-    ASSERT_EQ(hit.block_ids.size(), 10u);
-    auto r = alloc(kv, b, 20, 20, hit.block_ids);
+    ASSERT_EQ(hit.block_ids().size(), 10u);
+    auto r = alloc(kv, b, 20, 20, hit.block_ids());
     EXPECT_EQ(r.has_value(), num_usable == 20) << num_usable;
     if (r) {
       EXPECT_EQ(kv.get_block_ids("b").size(), 20u);
@@ -385,7 +385,7 @@ TEST(KvCacheManagerTest, UsageAndCommonPrefixBlocks) {
   EXPECT_DOUBLE_EQ(kv.usage(), 0.4);
   Request b = make_request("b", concat(common_prefix(), repeat(6, 3)), 16);
   auto hit = kv.get_computed_blocks(b);
-  ASSERT_TRUE(alloc(kv, b, 3, 48, hit.block_ids).has_value());
+  ASSERT_TRUE(alloc(kv, b, 3, 48, hit.block_ids()).has_value());
   EXPECT_EQ(kv.get_num_common_prefix_blocks("a"), 3);
   EXPECT_EQ(kv.get_num_common_prefix_blocks("nope"), 0);
   EXPECT_EQ(kv.num_resident_requests(), 2);

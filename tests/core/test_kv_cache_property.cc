@@ -20,16 +20,20 @@ namespace vellum::core {
 namespace {
 
 constexpr int kBlockSize = 4;
-constexpr int kNumBlocks = 48;
+constexpr int kBlocksPerGroup = 48;
 constexpr int kNumHostBlocks = 24;
 constexpr int kMaxModelLen = 96;
 constexpr int kEmpty = -1;
 
 class Simulation {
  public:
-  Simulation(uint32_t seed, std::optional<int> sliding_window)
-      : rng_(seed), window_(sliding_window), kv_(make_kv_config(sliding_window)) {
-    device_mem_.assign(static_cast<size_t>(kNumBlocks * kBlockSize), kEmpty);
+  // windows: one entry per KV cache group (nullopt = full attention).
+  Simulation(uint32_t seed, std::vector<std::optional<int>> windows)
+      : rng_(seed),
+        windows_(std::move(windows)),
+        num_blocks_(kBlocksPerGroup * static_cast<int>(windows_.size())),
+        kv_(make_kv_config(windows_, num_blocks_)) {
+    device_mem_.assign(static_cast<size_t>(num_blocks_ * kBlockSize), kEmpty);
     host_mem_.assign(static_cast<size_t>(kNumHostBlocks * kBlockSize), kEmpty);
     for (auto& base : bases_) {
       for (int i = 0; i < 64; ++i) base.push_back(static_cast<TokenId>(uniform(0, 7)));
@@ -47,9 +51,9 @@ class Simulation {
     for (auto& [id, r] : requests_) EXPECT_EQ(kv_.free(id), r.resident || r.swapped) << id;
     requests_.clear();
     kv_.check_invariants();
-    EXPECT_EQ(kv_.num_free_blocks(), kNumBlocks - 1);
+    EXPECT_EQ(kv_.num_free_blocks(), num_blocks_ - 1);
     EXPECT_EQ(kv_.num_free_host_blocks(), kNumHostBlocks);
-    for (BlockId b = 0; b < kNumBlocks; ++b) EXPECT_EQ(kv_.block_pool().block(b).ref_cnt, 0);
+    for (BlockId b = 0; b < num_blocks_; ++b) EXPECT_EQ(kv_.block_pool().block(b).ref_cnt, 0);
     EXPECT_EQ(kv_.num_resident_requests(), 0);
   }
 
@@ -67,10 +71,15 @@ class Simulation {
     bool swapped = false;
   };
 
-  static KVCacheConfig make_kv_config(std::optional<int> sliding_window) {
+  static KVCacheConfig make_kv_config(const std::vector<std::optional<int>>& windows,
+                                      int num_blocks) {
     KVCacheConfig c;
-    c.sliding_window = sliding_window;
-    c.num_blocks = kNumBlocks;
+    if (windows.size() == 1) {
+      c.sliding_window = windows[0];
+    } else {
+      for (const auto& w : windows) c.groups.push_back({w});
+    }
+    c.num_blocks = num_blocks;
     c.block_size = kBlockSize;
     c.max_model_len = kMaxModelLen;
     c.num_host_blocks = kNumHostBlocks;
@@ -110,7 +119,7 @@ class Simulation {
     } else if (dice < 98) {
       admit(pick(false, false));  // a preempted (waiting) request
     } else if (dice < 99) {
-      const bool idle = kv_.num_free_blocks() == kNumBlocks - 1;
+      const bool idle = kv_.num_free_blocks() == num_blocks_ - 1;
       EXPECT_EQ(kv_.reset_prefix_cache(), idle);
     } else {
       // Abort everything, then the cache reset must succeed.
@@ -142,20 +151,24 @@ class Simulation {
     EXPECT_EQ(r.num_computed_tokens, 0);
     const ComputedBlocks hit = kv_.get_computed_blocks(r);
     EXPECT_LT(hit.num_computed_tokens, r.num_tokens());  // never the last token
-    // The hit blocks must already hold this request's tokens.
-    for (int p = 0; p < hit.num_computed_tokens; ++p) {
-      const BlockId b = hit.block_ids[static_cast<size_t>(p / kBlockSize)];
-      if (b == kNullBlockId) {
-        ASSERT_TRUE(out_of_window(p, hit.num_computed_tokens)) << "null hit block at " << p;
-        continue;
+    // The hit blocks of every group must already hold this request's tokens.
+    ASSERT_EQ(hit.groups.size(), hit.num_computed_tokens > 0 ? windows_.size() : 0u);
+    for (size_t g = 0; g < hit.groups.size(); ++g) {
+      ASSERT_EQ(static_cast<int>(hit.groups[g].size()) * kBlockSize, hit.num_computed_tokens);
+      for (int p = 0; p < hit.num_computed_tokens; ++p) {
+        const BlockId b = hit.groups[g][static_cast<size_t>(p / kBlockSize)];
+        if (b == kNullBlockId) {
+          ASSERT_TRUE(out_of_window(g, p, hit.num_computed_tokens)) << "null hit block at " << p;
+          continue;
+        }
+        ASSERT_EQ(device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)],
+                  r.all_token_ids()[static_cast<size_t>(p)])
+            << "stale prefix-cache hit, group " << g << " block " << b << " position " << p;
       }
-      ASSERT_EQ(device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)],
-                r.all_token_ids()[static_cast<size_t>(p)])
-          << "stale prefix-cache hit, block " << b << " position " << p;
     }
     AllocateSlotsArgs args;
     args.num_new_computed_tokens = hit.num_computed_tokens;
-    args.new_computed_blocks = hit.block_ids;
+    args.new_computed_blocks = hit.groups;
     args.num_new_tokens = std::min(r.num_tokens() - hit.num_computed_tokens, uniform(1, 24));
     args.full_sequence_must_fit = uniform(0, 1) == 1;
     const auto blocks = kv_.allocate_slots(r, args);
@@ -172,14 +185,16 @@ class Simulation {
   // Writes the KV of [num_computed, num_computed + n) and advances num_computed_tokens.
   void compute(Request& r, int n) {
     apply_copies();
-    const auto table = kv_.get_block_ids(r.request_id());
-    for (int p = r.num_computed_tokens; p < r.num_computed_tokens + n; ++p) {
-      const BlockId b = table[static_cast<size_t>(p / kBlockSize)];
-      ASSERT_NE(b, kNullBlockId);
-      // A block being written must be exclusively ours (copy-on-write did its job).
-      ASSERT_EQ(kv_.block_pool().block(b).ref_cnt, 1) << "write into shared block " << b;
-      device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)] =
-          r.all_token_ids()[static_cast<size_t>(p)];
+    for (int g = 0; g < kv_.num_groups(); ++g) {
+      const auto table = kv_.get_block_ids(r.request_id(), g);
+      for (int p = r.num_computed_tokens; p < r.num_computed_tokens + n; ++p) {
+        const BlockId b = table[static_cast<size_t>(p / kBlockSize)];
+        ASSERT_NE(b, kNullBlockId);
+        // A block being written must be exclusively ours (copy-on-write did its job).
+        ASSERT_EQ(kv_.block_pool().block(b).ref_cnt, 1) << "write into shared block " << b;
+        device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)] =
+            r.all_token_ids()[static_cast<size_t>(p)];
+      }
     }
     r.num_computed_tokens += n;
   }
@@ -237,15 +252,18 @@ class Simulation {
     child.req->append_output_token_ids(p.output_token_ids());
     child.req->num_computed_tokens = p.num_computed_tokens;
     child.resident = true;
-    EXPECT_EQ(ids(kv_.get_block_ids(id)), ids(kv_.get_block_ids(p.request_id())));
+    for (int g = 0; g < kv_.num_groups(); ++g) {
+      EXPECT_EQ(ids(kv_.get_block_ids(id, g)), ids(kv_.get_block_ids(p.request_id(), g)));
+    }
     requests_.emplace(id, std::move(child));
   }
 
   static std::vector<BlockId> ids(std::span<const BlockId> s) { return {s.begin(), s.end()}; }
 
-  // True if a query at position num_computed (the next one) cannot attend to position p.
-  bool out_of_window(int p, int num_computed) const {
-    return window_.has_value() && p < num_computed - *window_ + 1;
+  // True if a query at position num_computed (the next one) of group g cannot attend to p.
+  bool out_of_window(size_t g, int p, int num_computed) const {
+    const std::optional<int>& window = windows_[g];
+    return window.has_value() && p < num_computed - *window + 1;
   }
 
   void finish(Sim* s) {
@@ -293,25 +311,29 @@ class Simulation {
       EXPECT_EQ(kv_.is_swapped(id), s.swapped) << id;
       if (!s.resident) continue;
       const Request& r = *s.req;
-      const auto table = kv_.get_block_ids(id);
-      ASSERT_GE(static_cast<int>(table.size()) * kBlockSize, r.num_computed_tokens) << id;
-      for (int p = 0; p < r.num_computed_tokens; ++p) {
-        const BlockId b = table[static_cast<size_t>(p / kBlockSize)];
-        if (b == kNullBlockId) {
-          // Only positions no future query can attend to may have been recycled.
-          ASSERT_TRUE(out_of_window(p, r.num_computed_tokens)) << id << " position " << p;
-          ++num_recycled_slots_seen_;
-          continue;
+      for (int g = 0; g < kv_.num_groups(); ++g) {
+        const auto table = kv_.get_block_ids(id, g);
+        ASSERT_GE(static_cast<int>(table.size()) * kBlockSize, r.num_computed_tokens) << id;
+        for (int p = 0; p < r.num_computed_tokens; ++p) {
+          const BlockId b = table[static_cast<size_t>(p / kBlockSize)];
+          if (b == kNullBlockId) {
+            // Only positions no future query can attend to may have been recycled.
+            ASSERT_TRUE(out_of_window(static_cast<size_t>(g), p, r.num_computed_tokens))
+                << id << " group " << g << " position " << p;
+            ++num_recycled_slots_seen_;
+            continue;
+          }
+          ASSERT_EQ(device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)],
+                    r.all_token_ids()[static_cast<size_t>(p)])
+              << "request " << id << " group " << g << " position " << p << " block " << b;
         }
-        ASSERT_EQ(device_mem_[static_cast<size_t>(b * kBlockSize + p % kBlockSize)],
-                  r.all_token_ids()[static_cast<size_t>(p)])
-            << "request " << id << " position " << p << " block " << b;
       }
     }
   }
 
   std::mt19937 rng_;
-  std::optional<int> window_;
+  std::vector<std::optional<int>> windows_;
+  int num_blocks_;
   KVCacheManager kv_;
   std::vector<TokenId> device_mem_;  // [num_blocks * block_size] token held by each slot
   std::vector<TokenId> host_mem_;    // [num_host_blocks * block_size]
@@ -329,6 +351,7 @@ class Simulation {
 struct PropertyCase {
   uint32_t seed;
   std::optional<int> sliding_window;
+  bool hybrid = false;  // groups full, sliding, full, sliding (Gemma-style) instead of one group
 };
 
 class KvCacheProperty : public ::testing::TestWithParam<PropertyCase> {};
@@ -336,6 +359,7 @@ class KvCacheProperty : public ::testing::TestWithParam<PropertyCase> {};
 std::string property_case_name(const ::testing::TestParamInfo<PropertyCase>& case_info) {
   std::string name = "seed" + std::to_string(case_info.param.seed);
   if (case_info.param.sliding_window) name += "_window" + std::to_string(*case_info.param.sliding_window);
+  if (case_info.param.hybrid) name += "_hybrid";
   return name;
 }
 
@@ -343,7 +367,10 @@ TEST_P(KvCacheProperty, RandomOperationsKeepInvariantsAndContents) {
   // Failed resets are part of the workload; their warnings are noise here.
   const LogLevel saved = log_level();
   set_log_level(LogLevel::kError);
-  Simulation sim(GetParam().seed, GetParam().sliding_window);
+  const PropertyCase& c = GetParam();
+  std::vector<std::optional<int>> windows{c.sliding_window};
+  if (c.hybrid) windows = {std::nullopt, c.sliding_window, std::nullopt, c.sliding_window};
+  Simulation sim(c.seed, windows);
   sim.run(40'000);
   set_log_level(saved);
   std::printf("hit tokens %d, copies %d, swapped blocks %d, preemptions %d, resets %d\n",
@@ -364,7 +391,8 @@ INSTANTIATE_TEST_SUITE_P(Seeds, KvCacheProperty,
                          ::testing::Values(PropertyCase{1, std::nullopt}, PropertyCase{7, std::nullopt},
                                            PropertyCase{42, std::nullopt},
                                            PropertyCase{2026, std::nullopt},
-                                           PropertyCase{5, 10}, PropertyCase{11, 6}),
+                                           PropertyCase{5, 10}, PropertyCase{11, 6},
+                                           PropertyCase{3, 6, true}, PropertyCase{19, 10, true}),
                          property_case_name);
 
 }  // namespace

@@ -164,5 +164,64 @@ TEST(EngineSlidingWindow, LongPromptHoldsBlocksBoundedByTheWindow) {
   EXPECT_EQ(generated, expected);
 }
 
+// Gemma 2 (sliding and full layers alternate) and Gemma 3 (five sliding layers per full one): the
+// hybrid KV cache manager gives each attention type its own block tables; the full-attention
+// groups hold the whole sequence, the sliding groups only the window plus one chunk. The tokens
+// equal a run with one full KV table for every layer.
+void check_hybrid_kv_groups(const std::string& file) {
+  VELLUM_REQUIRE_MODEL_FILE(path, "arch/" + file);
+  std::vector<int32_t> prompt{1};
+  uint32_t state = 777;
+  while (prompt.size() < 420) {  // 13x the window
+    state = state * 1664525u + 1013904223u;
+    prompt.push_back(3 + static_cast<int32_t>((state >> 8) % 509));
+  }
+  constexpr int kNumNew = 24;
+  const std::vector<int32_t> expected = greedy_full_cache(path, prompt, kNumNew);
+
+  const auto model = model::load_model(gguf::GgufFile::open(path),
+                                       model::ModelLoadOptions{kernels::MatmulPrecision::kF32});
+  const model::KvCacheLayout layout =
+      model->kv_cache_shape(16, kernels::KvType::kF32, /*hybrid=*/true).layout;
+  ASSERT_GT(layout.num_groups(), 1) << file << " should mix sliding and full layers";
+  int num_full = 0, num_sliding = 0;
+  for (int64_t w : layout.group_windows) (w > 0 ? num_sliding : num_full) += 1;
+  ASSERT_GT(num_full, 0);
+  ASSERT_GT(num_sliding, 0);
+  // Window 32 and chunks of at most 64 tokens: at most cdiv(31 + 64, 16) + 1 = 7 blocks per
+  // sliding group; a full group holds cdiv(444, 16) = 28 blocks at the end.
+  constexpr int kMaxSlidingBlocks = 7;
+  const int num_usable = num_full * (512 / 16) + num_sliding * kMaxSlidingBlocks;
+
+  EngineConfig config = testing::tiny_engine_config(path);
+  config.model.dtype = "float32";
+  config.cache.block_size = 16;
+  config.cache.num_blocks_override = 1 + num_usable;  // exactly one max_model_len sequence
+  config.scheduler.max_num_batched_tokens = 64;
+  config.scheduler.max_num_seqs = 4;
+  auto engine = LLMEngine::create(config);
+  ASSERT_FALSE(engine->add_request("long", prompt, testing::greedy(kNumNew)));
+  int max_blocks_held = 0;
+  std::vector<int32_t> generated;
+  while (engine->has_unfinished_requests()) {
+    for (const RequestOutput& out : engine->step()) {
+      if (out.finished) generated = out.outputs.at(0).token_ids;
+    }
+    const int held = static_cast<int>(std::lround(engine->stats().kv_cache_usage * num_usable));
+    max_blocks_held = std::max(max_blocks_held, held);
+  }
+  const int full_blocks = (420 + kNumNew - 1 + 15) / 16;
+  EXPECT_LE(max_blocks_held, num_full * full_blocks + num_sliding * kMaxSlidingBlocks) << file;
+  EXPECT_GE(max_blocks_held, num_full * full_blocks + num_sliding * 3) << file;
+  EXPECT_EQ(generated, expected) << file;
+}
+
+TEST(EngineSlidingWindow, Gemma2HybridGroupsBoundTheSlidingLayers) {
+  check_hybrid_kv_groups("gemma2-f16.gguf");
+}
+TEST(EngineSlidingWindow, Gemma3HybridGroupsBoundTheSlidingLayers) {
+  check_hybrid_kv_groups("gemma3-f16.gguf");
+}
+
 }  // namespace
 }  // namespace vellum

@@ -123,6 +123,11 @@ case $case_name in
       compare_generate "--tensor-parallel-size 2" --model "$arch/$m.gguf" --prompt Once \
         --prompt Hello --max-tokens 16 --temperature 0 --ignore-eos --json
     done
+    # Gemma's hybrid KV cache groups (full and sliding layers) split across pipeline stages.
+    for m in gemma2-f16 gemma3-f16; do
+      compare_generate "--pipeline-parallel-size 2" --model "$arch/$m.gguf" --prompt Once \
+        --prompt Hello --max-tokens 16 --temperature 0 --ignore-eos --json
+    done
     ;;
   tp2_sampling_n)
     # n > 1 with a seed: rank 0 samples from the gathered logits like one process does.

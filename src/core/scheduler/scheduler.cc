@@ -293,7 +293,7 @@ void Scheduler::schedule_waiting(int& token_budget, std::vector<Planned>& planne
     AllocateSlotsArgs args;
     args.num_new_tokens = n;
     args.num_new_computed_tokens = hit.num_computed_tokens;
-    args.new_computed_blocks = std::move(hit.block_ids);
+    args.new_computed_blocks = std::move(hit.groups);
     args.num_lookahead_tokens = 0;  // no drafts before the first step
     args.full_sequence_must_fit = config_.scheduler_reserve_full_isl;
     if (!kv_.allocate_slots(*request, args).has_value()) break;  // strict head-of-line
@@ -331,10 +331,13 @@ bool Scheduler::admit_lockstep_group(Request* head, int& token_budget,
   size_t num_allocated = 0;
   for (Request* r : unit) {
     ComputedBlocks hit = kv_.get_computed_blocks(*r);
-    if (!finish && r->num_tokens() - hit.num_computed_tokens < 2 && !hit.block_ids.empty()) {
-      // Keep at least one token to compute without sampling: give up the last hit block.
-      hit.block_ids.pop_back();
-      hit.num_computed_tokens = static_cast<int>(hit.block_ids.size()) * kv_.block_size();
+    if (!finish && r->num_tokens() - hit.num_computed_tokens < 2 && !hit.block_ids().empty()) {
+      // Keep at least one token to compute without sampling: give up the last hit block (the
+      // whole hit with sliding-window groups: a shorter run may not cover the window).
+      const int keep = kv_.has_sliding_window_groups()
+                           ? 0
+                           : static_cast<int>(hit.block_ids().size()) - 1;
+      hit.truncate(keep, kv_.block_size());
     }
     int n = r->num_tokens() - hit.num_computed_tokens;
     const int threshold = config_.long_prefill_token_threshold;
@@ -344,7 +347,7 @@ bool Scheduler::admit_lockstep_group(Request* head, int& token_budget,
     AllocateSlotsArgs args;
     args.num_new_tokens = n;
     args.num_new_computed_tokens = hit.num_computed_tokens;
-    args.new_computed_blocks = std::move(hit.block_ids);
+    args.new_computed_blocks = std::move(hit.groups);
     args.full_sequence_must_fit = config_.scheduler_reserve_full_isl;
     if (!kv_.allocate_slots(*r, args).has_value()) break;
     r->num_computed_tokens = hit.num_computed_tokens;
@@ -395,8 +398,11 @@ ScheduledRequest Scheduler::commit(const Planned& planned) {
                             request.spec_token_ids.begin() + skip + num_spec);
     s.token_ids.insert(s.token_ids.end(), s.spec_token_ids.begin(), s.spec_token_ids.end());
   }
-  const auto block_ids = kv_.get_block_ids(s.request_id);
-  s.block_ids.assign(block_ids.begin(), block_ids.end());
+  s.group_block_ids.resize(static_cast<size_t>(kv_.num_groups()));
+  for (int g = 0; g < kv_.num_groups(); ++g) {
+    const auto block_ids = kv_.get_block_ids(s.request_id, g);
+    s.group_block_ids[static_cast<size_t>(g)].assign(block_ids.begin(), block_ids.end());
+  }
   s.samples_token = end >= request.num_tokens();
   // _update_after_schedule: computed tokens advance at schedule time. New drafts arrive before
   // the next step if a drafter runs.

@@ -39,9 +39,12 @@ struct ScheduledRequest {
   // draft tokens (spec_token_ids), which are its last spec_token_ids.size() entries.
   std::vector<TokenId> token_ids;
   std::vector<TokenId> spec_token_ids;
-  // The request's whole block table after this step's allocation (device ids; kNullBlockId for
-  // sliding-window holes). Covers num_computed_tokens + num_scheduled_tokens (+ lookahead).
-  std::vector<BlockId> block_ids;
+  // The request's whole block table in each KV cache group after this step's allocation (device
+  // ids; kNullBlockId for sliding-window holes). Each covers num_computed_tokens +
+  // num_scheduled_tokens (+ lookahead).
+  std::vector<std::vector<BlockId>> group_block_ids;
+  // Group 0's table: the whole table of a single-group (full or sliding) model.
+  const std::vector<BlockId>& block_ids() const { return group_block_ids.front(); }
   // True when this step reaches the end of the known tokens (prompt finished, or decode): the
   // runner computes logits for the last non-draft token (plus one per draft token) and samples.
   // False for a partial prefill chunk, which must get an empty sampled list.

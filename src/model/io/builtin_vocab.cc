@@ -1,10 +1,13 @@
 #include "model/io/builtin_vocab.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <set>
 #include <string>
 #include <vector>
+
+#include "common/check.h"
 
 namespace vellum::model {
 namespace {
@@ -40,9 +43,72 @@ constexpr const char* kWords[] = {
     "He", "It", "They", "What", "How", "Hello",
 };
 
+// A model family's chat format: its turn tokens (control tokens) and chat template, written in
+// the Jinja subset the family's published templates use. The end-of-turn token ends generation
+// (the tokenizer treats <|eot_id|>, <|im_end|>, <end_of_turn> and <|end|> as end-of-generation).
+struct ChatFamily {
+  const char* name;
+  std::vector<const char*> tokens;
+  const char* chat_template;
+  bool add_bos;
+};
+
+const std::vector<ChatFamily>& chat_families() {
+  static const std::vector<ChatFamily> families = {
+      {"llama3",
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+       "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+       "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+       "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+       "{% endif %}",
+       true},
+      {"chatml",
+       {"<|im_start|>", "<|im_end|>", "<|endoftext|>"},
+       "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + "
+       "message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}"
+       "{{ '<|im_start|>assistant\n' }}{% endif %}",
+       false},
+      {"gemma",
+       {"<start_of_turn>", "<end_of_turn>"},
+       "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'assistant' %}"
+       "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+       "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+       "{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}",
+       true},
+      {"phi3",
+       {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"},
+       "{% for message in messages %}{{ '<|' + message['role'] + '|>\n' + message['content'] + "
+       "'<|end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}"
+       "{% else %}{{ eos_token }}{% endif %}",
+       false},
+      {"mistral",
+       {},
+       "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'assistant' %}"
+       "{{ ' ' + message['content'] | trim + eos_token }}{% else %}"
+       "{{ '[INST] ' + message['content'] | trim + ' [/INST]' }}{% endif %}{% endfor %}",
+       true},
+  };
+  return families;
+}
+
 }  // namespace
 
-int64_t add_builtin_vocab(gguf::GgufWriter& writer) {
+std::vector<std::string> builtin_chat_families() {
+  std::vector<std::string> names;
+  for (const ChatFamily& f : chat_families()) names.emplace_back(f.name);
+  return names;
+}
+
+int64_t add_builtin_vocab(gguf::GgufWriter& writer, std::string_view chat_family) {
+  const ChatFamily* family = nullptr;
+  if (!chat_family.empty()) {
+    for (const ChatFamily& f : chat_families()) {
+      if (chat_family == f.name) family = &f;
+    }
+    VELLUM_CHECK(family != nullptr, ErrorCode::kInvalidArgument,
+                 "unknown chat family '{}' (known: {})", chat_family,
+                 fmt::join(builtin_chat_families(), ", "));
+  }
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;
@@ -76,6 +142,10 @@ int64_t add_builtin_vocab(gguf::GgufWriter& writer) {
     }
   }
 
+  if (family != nullptr) {
+    for (const char* t : family->tokens) add(t, 0.0f, kTypeControl);
+  }
+
   const auto vocab_size = static_cast<int64_t>(tokens.size());
   writer.set_string("tokenizer.ggml.model", "llama");
   writer.set_string_array("tokenizer.ggml.tokens", std::move(tokens));
@@ -84,8 +154,9 @@ int64_t add_builtin_vocab(gguf::GgufWriter& writer) {
   writer.set_u32("tokenizer.ggml.bos_token_id", 1);
   writer.set_u32("tokenizer.ggml.eos_token_id", 2);
   writer.set_u32("tokenizer.ggml.unknown_token_id", 0);
-  writer.set_bool("tokenizer.ggml.add_bos_token", true);
+  writer.set_bool("tokenizer.ggml.add_bos_token", family == nullptr || family->add_bos);
   writer.set_bool("tokenizer.ggml.add_eos_token", false);
+  if (family != nullptr) writer.set_string("tokenizer.chat_template", family->chat_template);
   return vocab_size;
 }
 

@@ -38,38 +38,43 @@ struct Shape {
   int64_t num_experts_used = 0;
   int64_t sliding_window = 0;  // > 0: {arch}.attention.sliding_window
   int64_t swa_pattern = 0;     // > 0: {arch}.attention.sliding_window_pattern
+  // The family's chat format for the built-in vocabulary (builtin_chat_families()).
+  const char* chat_family = "mistral";
 };
 
 constexpr Shape kShapes[] = {
     {"tiny", "vellum-tiny-random", 128, 4, 4, 2, 32, 384, 2048, 10000.0f, false, false},
     {"tiny-k", "vellum-tiny-k-random", 256, 8, 4, 1, 64, 768, 2048, 10000.0f, true, false},
     {"llama-3.2-1b", "vellum-llama-3.2-1b-random", 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f,
-     true, true},
+     true, true, "llama", 1e-5f, 0, 0, 0, 0, "llama3"},
     // One shape per architecture family (real models' sizes; phi-3-mini at 8 of its 32 layers).
     {"qwen2.5-0.5b", "vellum-qwen2.5-0.5b-random", 896, 24, 14, 2, 64, 4864, 32768, 1e6f, true,
-     false, "qwen2", 1e-6f},
+     false, "qwen2", 1e-6f, 0, 0, 0, 0, "chatml"},
     {"qwen3-0.6b", "vellum-qwen3-0.6b-random", 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, true,
-     false, "qwen3", 1e-6f},
+     false, "qwen3", 1e-6f, 0, 0, 0, 0, "chatml"},
     {"gemma-3-1b", "vellum-gemma-3-1b-random", 1152, 26, 4, 1, 256, 6912, 32768, 1e6f, true,
-     false, "gemma3", 1e-6f, 0, 0, 512, 6},
+     false, "gemma3", 1e-6f, 0, 0, 512, 6, "gemma"},
     {"phi-3-mini-8l", "vellum-phi-3-mini-8-layers-random", 3072, 8, 32, 32, 96, 8192, 4096,
-     10000.0f, false, false, "phi3", 1e-5f},
+     10000.0f, false, false, "phi3", 1e-5f, 0, 0, 0, 0, "phi3"},
     {"moe-8x-top2", "vellum-moe-8x-top2-random", 1024, 16, 16, 8, 64, 1024, 32768, 1e6f, true,
-     false, "qwen3moe", 1e-6f, 8, 2},
+     false, "qwen3moe", 1e-6f, 8, 2, 0, 0, "chatml"},
     // Tiny models of each architecture for tests that must always run (milliseconds).
+    {"tiny-llama3", "vellum-tiny-llama3", 128, 2, 4, 2, 32, 256, 2048, 500000.0f, true, false,
+     "llama", 1e-5f, 0, 0, 0, 0, "llama3"},
     {"tiny-qwen2", "vellum-tiny-qwen2", 128, 2, 4, 2, 32, 256, 2048, 1e6f, true, false, "qwen2",
-     1e-6f},
+     1e-6f, 0, 0, 0, 0, "chatml"},
     {"tiny-qwen3", "vellum-tiny-qwen3", 128, 2, 4, 2, 32, 256, 2048, 1e6f, false, false, "qwen3",
-     1e-6f},
+     1e-6f, 0, 0, 0, 0, "chatml"},
     {"tiny-gemma2", "vellum-tiny-gemma2", 128, 3, 4, 2, 32, 256, 2048, 10000.0f, true, false,
-     "gemma2", 1e-6f, 0, 0, 8},
+     "gemma2", 1e-6f, 0, 0, 8, 0, "gemma"},
     {"tiny-gemma3", "vellum-tiny-gemma3", 128, 3, 4, 2, 32, 256, 2048, 1e6f, true, false,
-     "gemma3", 1e-6f, 0, 0, 8, 3},
-    {"tiny-phi3", "vellum-tiny-phi3", 128, 2, 4, 4, 32, 256, 2048, 10000.0f, true, false, "phi3"},
+     "gemma3", 1e-6f, 0, 0, 8, 3, "gemma"},
+    {"tiny-phi3", "vellum-tiny-phi3", 128, 2, 4, 4, 32, 256, 2048, 10000.0f, true, false, "phi3",
+     1e-5f, 0, 0, 0, 0, "phi3"},
     {"tiny-mixtral", "vellum-tiny-mixtral", 128, 2, 4, 2, 32, 64, 2048, 10000.0f, true, false,
      "llama", 1e-5f, 4, 2},
     {"tiny-qwen3moe", "vellum-tiny-qwen3moe", 128, 2, 4, 2, 32, 64, 2048, 1e6f, true, false,
-     "qwen3moe", 1e-6f, 4, 2},
+     "qwen3moe", 1e-6f, 4, 2, 0, 0, "chatml"},
 };
 
 }  // namespace
@@ -178,7 +183,7 @@ void make_model(const MakeModelOptions& options) {
   }
   // Placeholder so the vocab size key sits with the other llama.* keys; set below.
   w.set_u32(key(".vocab_size"), 0);
-  const int64_t vocab_size = options.vocab_from.empty() ? add_builtin_vocab(w)
+  const int64_t vocab_size = options.vocab_from.empty() ? add_builtin_vocab(w, s.chat_family)
                                                         : copy_vocab(options.vocab_from, w);
   w.set_u32(key(".vocab_size"), static_cast<uint32_t>(vocab_size));
 

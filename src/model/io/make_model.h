@@ -21,8 +21,11 @@ struct MakeModelOptions {
   // Family shapes (real models' sizes, random weights): "qwen2.5-0.5b", "qwen3-0.6b",
   //         "gemma-3-1b" (sliding window 512, pattern 6), "phi-3-mini-8l" (Phi-3-mini at 8 of
   //         its 32 layers), "moe-8x-top2" (qwen3moe, 8 experts of width 1024, 2 used).
-  // "tiny-<arch>" for qwen2, qwen3, gemma2, gemma3, phi3, mixtral, qwen3moe: tiny models of each
-  //         architecture (hidden 128) for tests that must always run.
+  // "tiny-<arch>" for llama3, qwen2, qwen3, gemma2, gemma3, phi3, mixtral, qwen3moe: tiny models
+  //         of each architecture (hidden 128) for tests that must always run.
+  // With the built-in vocabulary every shape carries its family's chat template and turn tokens
+  // (model/io/builtin_vocab.h): llama3 (llama-3.2-1b, tiny-llama3), chatml (Qwen shapes), gemma,
+  // phi3, and mistral's [INST] format for the other llama shapes.
   std::string shape = "tiny";
   // Weight types (model/io/quant_mix.h): a pure type for every matrix -- f32 f16 bf16 q8_0
   // q4_0 q4_1 q5_0 q5_1 q3_k q4_k q5_k q6_k iq4_nl iq4_xs -- or one of llama.cpp's mixes:

@@ -80,16 +80,16 @@ ModelRunnerOutput FakeModelExecutor::execute(const SchedulerOutput& out) {
                                  s.request->all_token_ids().begin() + s.num_computed_tokens);
     context.insert(context.end(), s.token_ids.begin(), s.token_ids.end());
     const int end = static_cast<int>(context.size());
-    if (static_cast<int>(s.block_ids.size()) * block_size_ < end) {
+    if (static_cast<int>(s.block_ids().size()) * block_size_ < end) {
       throw std::runtime_error(fmt::format("request {}: {} blocks cannot hold {} tokens",
-                                           s.request_id, s.block_ids.size(), end));
+                                           s.request_id, s.block_ids().size(), end));
     }
     for (int p = s.num_computed_tokens; p < end; ++p) {
-      device_slot(s.block_ids[static_cast<size_t>(p / block_size_)], p % block_size_) =
+      device_slot(s.block_ids()[static_cast<size_t>(p / block_size_)], p % block_size_) =
           Slot{context[static_cast<size_t>(p)], p};
     }
     for (int p = 0; p < end; ++p) {
-      const BlockId b = s.block_ids[static_cast<size_t>(p / block_size_)];
+      const BlockId b = s.block_ids()[static_cast<size_t>(p / block_size_)];
       const Slot& slot = device_slot(b, p % block_size_);
       if (slot.token != context[static_cast<size_t>(p)] || slot.position != p) {
         throw std::runtime_error(fmt::format(

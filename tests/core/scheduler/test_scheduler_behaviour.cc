@@ -166,10 +166,10 @@ TEST(SchedulerBehaviour, PrefixCacheHitsSkipComputedTokensAndAreReported) {
   EXPECT_EQ(sb->num_computed_tokens, 48);
   EXPECT_EQ(sb->num_scheduled_tokens, 2);
   EXPECT_EQ(sb->token_ids, (std::vector<TokenId>{200, 201}));
-  ASSERT_EQ(sb->block_ids.size(), 4u);
+  ASSERT_EQ(sb->block_ids().size(), 4u);
   const ScheduledRequest* sa = out.find("a");
   ASSERT_NE(sa, nullptr);
-  EXPECT_TRUE(std::equal(sa->block_ids.begin(), sa->block_ids.begin() + 3, sb->block_ids.begin()));
+  EXPECT_TRUE(std::equal(sa->block_ids().begin(), sa->block_ids().begin() + 3, sb->block_ids().begin()));
   EXPECT_EQ(b->num_cached_tokens, 48);
   const auto outputs = s->update_from_output(out, sample_all(out, 7));
   ASSERT_EQ(outputs.size(), 2u);
@@ -229,7 +229,7 @@ TEST(SchedulerBehaviour, ChunkedPrefillCarriesTokensBlocksAndSamplingFlag) {
   SchedulerOutput out = s->schedule();
   ASSERT_EQ(out.scheduled_requests.size(), 1u);
   EXPECT_EQ(out.scheduled_requests[0].token_ids, std::vector<TokenId>(prompt.begin(), prompt.begin() + 8));
-  EXPECT_EQ(out.scheduled_requests[0].block_ids.size(), 2u);
+  EXPECT_EQ(out.scheduled_requests[0].block_ids().size(), 2u);
   EXPECT_FALSE(out.scheduled_requests[0].samples_token);
   // A token for a partial chunk is a runner bug.
   EXPECT_THROW(s->update_from_output(out, sampled({{"r", {1}}})), vellum::Error);
@@ -238,7 +238,7 @@ TEST(SchedulerBehaviour, ChunkedPrefillCarriesTokensBlocksAndSamplingFlag) {
   out = s->schedule();
   EXPECT_EQ(out.scheduled_requests[0].num_computed_tokens, 8);
   EXPECT_EQ(out.scheduled_requests[0].token_ids, std::vector<TokenId>(prompt.begin() + 8, prompt.end()));
-  EXPECT_EQ(out.scheduled_requests[0].block_ids.size(), 4u);
+  EXPECT_EQ(out.scheduled_requests[0].block_ids().size(), 4u);
   EXPECT_TRUE(out.scheduled_requests[0].samples_token);
   // And a missing token for a finished prompt is one too.
   EXPECT_THROW(s->update_from_output(out, ModelRunnerOutput{}), vellum::Error);

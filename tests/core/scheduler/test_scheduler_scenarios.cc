@@ -140,13 +140,13 @@ TEST(SchedulerScenarios, S31_PreemptedDuringExecutionStillGetsItsToken) {
   scheduler->add_request(requests[0]);
   const SchedulerOutput out0 = scheduler->schedule();
   ASSERT_EQ(out0.scheduled_requests.size(), 1u);
-  EXPECT_EQ(out0.scheduled_requests[0].block_ids.size(), 5u);
+  EXPECT_EQ(out0.scheduled_requests[0].block_ids().size(), 5u);
 
   scheduler->add_request(requests[1]);
   const SchedulerOutput out1 = scheduler->schedule();
   ASSERT_EQ(out1.scheduled_requests.size(), 1u);
   EXPECT_EQ(out1.scheduled_requests[0].request_id, "1");
-  EXPECT_EQ(out1.scheduled_requests[0].block_ids.size(), 5u);
+  EXPECT_EQ(out1.scheduled_requests[0].block_ids().size(), 5u);
 
   scheduler->update_from_output(out0, sampled({{"0", {0}}}));
   const SchedulerOutput out2 = scheduler->schedule();  // "0" needs a 6th block: "1" is preempted

@@ -42,7 +42,7 @@ TEST(SchedulerSwap, SwapOutKeepsComputedTokensAndSwapsBackIn) {
   s.add_request(r1);
   rig.step();
   EXPECT_EQ(s.kv_cache_manager().num_free_blocks(), 0);
-  const std::vector<BlockId> r1_blocks = rig.last.find("1")->block_ids;
+  const std::vector<BlockId> r1_blocks = rig.last.find("1")->block_ids();
 
   rig.step();  // "1" needs a 3rd block at 33 tokens: swapped out, "0" decodes
   EXPECT_EQ(rig.last.scheduled_req_ids(), (Ids{"0"}));
@@ -69,10 +69,10 @@ TEST(SchedulerSwap, SwapOutKeepsComputedTokensAndSwapsBackIn) {
   EXPECT_EQ(back->kind, ScheduledKind::kSwappedIn);
   EXPECT_EQ(back->num_computed_tokens, 32);
   EXPECT_EQ(back->num_scheduled_tokens, 1);
-  EXPECT_EQ(back->block_ids.size(), 3u);
+  EXPECT_EQ(back->block_ids().size(), 3u);
   ASSERT_EQ(rig.last.blocks_to_swap_in.size(), 2u);
-  EXPECT_EQ(rig.last.blocks_to_swap_in[0].dst, back->block_ids[0]);
-  EXPECT_EQ(rig.last.blocks_to_swap_in[1].dst, back->block_ids[1]);
+  EXPECT_EQ(rig.last.blocks_to_swap_in[0].dst, back->block_ids()[0]);
+  EXPECT_EQ(rig.last.blocks_to_swap_in[1].dst, back->block_ids()[1]);
   EXPECT_EQ(rig.last.scheduled_req_ids(), (Ids{"1", "2"}));
   EXPECT_EQ(r1->num_output_tokens(), 2);
   EXPECT_EQ(s.kv_cache_manager().num_free_host_blocks(), 8);
