@@ -291,3 +291,38 @@ TEST(TensorParallel, QuantizedRowsAreCutOnlyBetweenBlocks) {
 
 }  // namespace
 }  // namespace vellum
+
+namespace vellum {
+namespace {
+
+TEST(TensorParallel, PipelineStagesKeepTheirLayersShareOfTheKvLayout) {
+  // Gemma-style: 5 sliding layers, then a full one, twice (12 layers, hybrid groups).
+  std::vector<bool> sliding;
+  for (int i = 0; i < 12; ++i) sliding.push_back(i % 6 != 5);
+  const model::KvCacheLayout full = model::KvCacheLayout::hybrid(sliding, 512);
+  ASSERT_GT(full.num_groups(), 1);
+  int64_t slots_seen = 0;
+  for (int stage = 0; stage < 2; ++stage) {
+    const model::Range layers = model::split_range(12, 2, stage);
+    const model::KvCacheLayout part = model::stage_layout(full, layers);
+    EXPECT_EQ(part.group_windows, full.group_windows);  // every stage gets every group's tables
+    ASSERT_EQ(part.num_layers(), layers.count);
+    std::vector<int> slot_of_full(static_cast<size_t>(full.num_slots), -1);
+    for (int64_t l = 0; l < layers.count; ++l) {
+      const auto global = static_cast<size_t>(layers.begin + l);
+      EXPECT_EQ(part.layer_group[static_cast<size_t>(l)], full.layer_group[global]);
+      const int slot = part.layer_slot[static_cast<size_t>(l)];
+      ASSERT_GE(slot, 0);
+      ASSERT_LT(slot, part.num_slots);
+      // Layers that share a slot in the model share it in the stage, and only those.
+      int& seen = slot_of_full[static_cast<size_t>(full.layer_slot[global])];
+      if (seen < 0) seen = slot;
+      EXPECT_EQ(seen, slot);
+    }
+    slots_seen += part.num_slots;
+  }
+  EXPECT_GE(slots_seen, full.num_slots);
+}
+
+}  // namespace
+}  // namespace vellum
