@@ -12,6 +12,8 @@ packages=(
   ocl-icd-opencl-dev
   # The Python package (python/): pybind11 module for Debian's python3, its tests, progress bars.
   pybind11-dev python3-dev python3-pytest python3-tqdm
+  # Tensor / pipeline parallelism across processes and hosts (mpirun, MPI headers and library).
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

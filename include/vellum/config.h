@@ -46,7 +46,14 @@ struct SchedulerConfig {
 };
 
 struct ParallelConfig {
-  int num_threads = 0;                      // 0: physical cores available (--threads)
+  int num_threads = 0;                      // per rank; 0: physical cores available (--threads)
+  // Multi-process parallelism over MPI (launch with `mpirun -np TP*PP vellum ...`): rank 0
+  // schedules and samples, every rank runs its share of the forward pass.
+  int tensor_parallel_size = 1;             // (--tensor-parallel-size, -tp)
+  int pipeline_parallel_size = 1;           // (--pipeline-parallel-size, -pp)
+  // A rank that does not answer a step's communication within this time is reported dead and
+  // the job stops (--distributed-timeout).
+  double distributed_timeout_seconds = 60.0;
 };
 
 // Testing only: makes chosen requests throw inside the engine, as a bug or a failed allocation

@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "engine/model_runner.h"
 #include "engine/model_setup.h"
+#include "engine/parallel_setup.h"
 #include "kernels/bandwidth.h"
 #include "vellum/engine.h"
 
@@ -55,8 +56,13 @@ struct LatencyOptions {
 int run_latency(LatencyOptions& o) {
   o.config.model.model = o.model;
   finish_engine_options(o.config, o.strings);
+  // One KV cache group: the tables below are one per sequence (and the other ranks, which run
+  // this far too, must build the same layout).
+  o.config.cache.disable_hybrid_kv_cache_manager = true;
+  if (auto code = run_if_worker_rank(o.config)) return *code;
+  engine::ParallelGroups groups = engine::make_parallel_groups(o.config.parallel);
   const int threads = engine::configure_threads(o.config.parallel.num_threads);
-  engine::LoadedModel loaded = engine::load_model_file(o.config.model);
+  engine::LoadedModel loaded = engine::load_model_file(o.config.model, groups.model_parallel());
   model::Model& model = *loaded.model;
   const int64_t vocab = model.config().vocab_size;
   const int64_t block_size = o.config.cache.block_size;
@@ -67,7 +73,12 @@ int run_latency(LatencyOptions& o) {
   const int64_t blocks_per_seq = (seq_len + block_size - 1) / block_size;
   const model::KvCacheShape shape =
       model.kv_cache_shape(block_size, engine::parse_kv_cache_dtype(o.config.cache.cache_dtype));
-  engine::ModelRunner runner(model, shape, 1 + blocks_per_seq * o.batch_size, 0);
+  // Under mpirun the other ranks size their caches from their own options; every rank must hold
+  // this run's blocks.
+  const engine::KvBudget budget = engine::agree_kv_budget(
+      groups, o.config.cache, shape.bytes_per_block(), seq_len, o.batch_size,
+      shape.layout.group_windows, 0, 1 + blocks_per_seq * o.batch_size);
+  engine::ModelRunner runner(model, shape, budget.num_blocks, 0, groups.world.get());
 
   std::mt19937 rng(0);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
@@ -85,6 +96,9 @@ int run_latency(LatencyOptions& o) {
   const double bandwidth_gbps = kernels::measure_read_bandwidth_gbps(size_t{1} << 30, threads);
 
   std::vector<double> latencies, prefill_times, decode_times;
+  std::vector<double> decode_reduce_seconds;  // all-reduce time of each measured decode phase
+  int64_t decode_reduces = 0;
+  int64_t decode_reduce_bytes = 0;
   for (int iter = 0; iter < o.num_iters_warmup + o.num_iters; ++iter) {
     std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(o.batch_size));
     for (auto& seq : seqs) {
@@ -104,6 +118,7 @@ int run_latency(LatencyOptions& o) {
     for (int64_t s = 0; s < o.batch_size; ++s) seqs[static_cast<size_t>(s)].push_back(argmax(s));
     const double prefill = seconds_since(start);
     const auto decode_start = Clock::now();
+    const CommunicatorStats reduce_before = groups.tp->stats();
     for (int64_t step = 1; step < o.output_len; ++step) {
       for (int64_t s = 0; s < o.batch_size; ++s) {
         auto& seq = seqs[static_cast<size_t>(s)];
@@ -115,7 +130,12 @@ int run_latency(LatencyOptions& o) {
       for (int64_t s = 0; s < o.batch_size; ++s) seqs[static_cast<size_t>(s)].push_back(argmax(s));
     }
     const double decode = seconds_since(decode_start);
+    const CommunicatorStats reduce_after = groups.tp->stats();
     if (iter >= o.num_iters_warmup) {
+      decode_reduce_seconds.push_back(reduce_after.all_reduce_seconds -
+                                      reduce_before.all_reduce_seconds);
+      decode_reduces = reduce_after.num_all_reduces - reduce_before.num_all_reduces;
+      decode_reduce_bytes = reduce_after.all_reduce_bytes - reduce_before.all_reduce_bytes;
       latencies.push_back(prefill + decode);
       prefill_times.push_back(prefill);
       decode_times.push_back(decode);
@@ -143,8 +163,34 @@ int run_latency(LatencyOptions& o) {
               "bandwidth measured now\n",
               format_bytes(static_cast<int64_t>(model.weight_bytes())).c_str(), weight_gbps,
               100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
+  const double reduce_per_step = percentile(decode_reduce_seconds, 50) / decode_steps;
+  double probe_per_step = 0.0;
+  if (groups.tp->size() > 1) {
+    const double reduces_per_step = static_cast<double>(decode_reduces) / decode_steps;
+    std::printf("Tensor parallel: %d ranks; decode all-reduce: %.1f per step, %s per step, "
+                "%.1f us per step = %.1f%% of the step (waiting for the slowest rank included)\n",
+                groups.tp->size(), reduces_per_step,
+                format_bytes(static_cast<int64_t>(static_cast<double>(decode_reduce_bytes) /
+                                                  decode_steps))
+                    .c_str(),
+                reduce_per_step * 1e6, 100.0 * reduce_per_step / (decode / decode_steps));
+    // The same all-reduces with the ranks started together: the transfer alone.
+    if (groups.pp->size() == 1) {
+      const int64_t count = o.batch_size * model.config().hidden_size;
+      const double one = runner.probe_all_reduce(count, 200);
+      probe_per_step = one * reduces_per_step;
+      std::printf("All-reduce of one decode payload (%s), ranks synchronised: %.1f us each, "
+                  "%.1f us per step = %.1f%% of the step\n",
+                  format_bytes(count * 4).c_str(), one * 1e6, probe_per_step * 1e6,
+                  100.0 * probe_per_step / (decode / decode_steps));
+    }
+  }
   if (!o.output_json.empty()) {
-    nlohmann::json out{{"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
+    nlohmann::json out{{"tensor_parallel_size", groups.tp->size()},
+                       {"pipeline_parallel_size", groups.pp->size()},
+                       {"all_reduce_seconds_per_decode_step", reduce_per_step},
+                       {"synchronised_all_reduce_seconds_per_decode_step", probe_per_step},
+                       {"avg_latency", std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                                            static_cast<double>(latencies.size())},
                        {"latencies", latencies},
                        {"prefill_tokens_per_s", prefill_tps},

@@ -41,6 +41,7 @@ int run_throughput(ThroughputOptions& o) {
                "--input-len, --output-len and --num-prompts must be positive");
   o.config.model.model = o.model;
   finish_engine_options(o.config, o.strings);
+  if (auto code = run_if_worker_rank(o.config)) return *code;
   LLM llm(o.config);
   const int64_t vocab = llm.engine().vocab_size();
 

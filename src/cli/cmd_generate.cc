@@ -138,6 +138,7 @@ int run_generate(GenerateOptions& o) {
   if (o.seed >= 0) o.params.seed = o.seed;
   VELLUM_CHECK(!o.prompts.empty() || !o.prompts_file.empty(), ErrorCode::kInvalidArgument,
                "give at least one --prompt TEXT, or --prompts FILE.jsonl");
+  if (auto code = run_if_worker_rank(o.config)) return *code;
   auto engine = LLMEngine::create(o.config);
   if (!o.prompts_file.empty()) return run_jsonl(o, *engine);
 

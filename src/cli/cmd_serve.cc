@@ -60,6 +60,8 @@ int run_serve(ServeOptions& o) {
                "--metrics-prefix '{}' must match [a-zA-Z_][a-zA-Z0-9_]*", o.metrics_prefix);
   VELLUM_CHECK(o.shutdown_grace_seconds >= 0, ErrorCode::kInvalidArgument,
                "--shutdown-grace-period must be >= 0 seconds");
+  // Under mpirun only rank 0 serves HTTP; the others run their share of every step.
+  if (auto code = run_if_worker_rank(o.config)) return *code;
   // vLLM serves the model under the name it was given on the command line.
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
   o.config.model.served_model_name = o.server.served_model_name;

@@ -2,6 +2,7 @@
 
 #include "common/check.h"
 #include "common/units.h"
+#include "engine/parallel_setup.h"
 
 namespace vellum::cli {
 
@@ -53,7 +54,19 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
   app.add_option("--preemption-mode", config.scheduler.preemption_mode, "recompute or swap")
       ->check(CLI::IsMember({"recompute", "swap"}));
   app.add_option("--threads", config.parallel.num_threads,
-                 "Compute threads (default: physical cores available)");
+                 "Compute threads per rank (default: physical cores available to the process)");
+  app.add_option("--tensor-parallel-size", config.parallel.tensor_parallel_size,
+                 "Ranks that split each layer's heads and FFN (launch with mpirun -np TP*PP)");
+  app.add_option("--pipeline-parallel-size", config.parallel.pipeline_parallel_size,
+                 "Pipeline stages that split the layers (launch with mpirun -np TP*PP)");
+  app.add_option("--distributed-timeout", config.parallel.distributed_timeout_seconds,
+                 "Seconds a rank may stay silent during a step before the job stops with an "
+                 "error naming it");
+}
+
+std::optional<int> run_if_worker_rank(const EngineConfig& config) {
+  if (engine::world_rank() == 0) return std::nullopt;
+  return engine::run_worker(config);
 }
 
 void finish_engine_options(EngineConfig& config, const EngineOptionStrings& strings) {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 
 #include "vellum/config.h"
@@ -23,5 +24,9 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
 
 // Applies the string options (sizes) to config; throws vellum::Error on a malformed value.
 void finish_engine_options(EngineConfig& config, const EngineOptionStrings& strings);
+
+// Under mpirun, every rank but 0 runs its share of the model for rank 0 (engine::run_worker)
+// instead of the command: returns its exit code there, nothing on rank 0 and without MPI.
+std::optional<int> run_if_worker_rank(const EngineConfig& config);
 
 }  // namespace vellum::cli

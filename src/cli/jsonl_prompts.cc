@@ -146,6 +146,10 @@ std::optional<JsonlPrompt> parse_jsonl_prompt(std::string_view text, const Sampl
     if (!ignore_eos->is_boolean()) f.fail("ignore_eos", "true or false");
     p.ignore_eos = ignore_eos->get<bool>();
   }
+  if (const json* beam = f.find("use_beam_search")) {
+    if (!beam->is_boolean()) f.fail("use_beam_search", "true or false");
+    p.use_beam_search = beam->get<bool>();
+  }
   if (f.find("stop") != nullptr) p.stop = f.strings("stop");
   if (f.find("stop_token_ids") != nullptr) p.stop_token_ids = f.token_ids("stop_token_ids");
   return out;

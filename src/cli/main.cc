@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
 #include "common/logging.h"
+#include "parallel/mpi_communicator.h"
 #include "vellum/status.h"
 
 namespace {
@@ -27,11 +29,34 @@ void forward_global_threads(CLI::App& app, const CLI::Option& global) {
   if (target == nullptr || target->count() > 0) return;
   target->add_result(global.as<std::string>());
   target->run_callback();
+// Ends the process after a failed command: under mpirun with several ranks, the other ranks may
+// be waiting on this one, so the whole job is aborted (mpirun then exits non-zero).
+int finish(const std::optional<vellum::parallel::MpiSession>& mpi, int exit_code) {
+  if (exit_code != 0 && mpi && mpi->world_size() > 1) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    vellum::parallel::MpiSession::abort(exit_code);
+  }
+  return exit_code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun (tensor / pipeline parallelism) MPI is initialised first; plain runs never
+  // touch it.
+  std::optional<vellum::parallel::MpiSession> mpi;
+  if (vellum::parallel::launched_by_mpirun()) {
+    try {
+      mpi.emplace(&argc, &argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  // Errors of ranks other than 0 are prefixed with the rank.
+  const std::string rank_prefix =
+      mpi && mpi->world_rank() > 0 ? "rank " + std::to_string(mpi->world_rank()) + ": " : "";
   CLI::App app{"Vellum: LLM inference and serving on the CPU"};
   app.require_subcommand(1);
   // Global options are accepted after the subcommand too (`vellum generate ... --log-level
@@ -59,7 +84,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     forward_global_threads(app, *global_threads);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return finish(mpi, app.exit(e));
   }
   static const std::map<std::string, vellum::LogLevel> kLevels = {
       {"debug", vellum::LogLevel::kDebug},
@@ -69,13 +94,12 @@ int main(int argc, char** argv) {
   vellum::set_log_level(kLevels.at(log_level));
 
   try {
-    for (const CLI::App* sub : app.get_subcommands()) return runners.at(sub->get_name())();
-  } catch (const vellum::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    for (const CLI::App* sub : app.get_subcommands()) {
+      return finish(mpi, runners.at(sub->get_name())());
+    }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "error: %s%s\n", rank_prefix.c_str(), e.what());
+    return finish(mpi, 1);
   }
-  return 1;
+  return finish(mpi, 1);
 }

@@ -18,6 +18,7 @@
 #include "engine/model_setup.h"
 #include "engine/output_processor.h"
 #include "engine/tokenizer_setup.h"
+#include "engine/parallel_setup.h"
 #include "sampling/bad_words.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
@@ -188,6 +189,8 @@ class LLMEngineImpl final : public LLMEngine {
   std::optional<jinja::ChatTemplate> chat_template_;
   std::string chat_template_error_;
   EngineConfig config_;
+  // The process groups (a single process unless launched by mpirun); outlive the model.
+  engine::ParallelGroups groups_;
   engine::LoadedModel loaded_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;  // null with --skip-tokenizer-init
   engine::GenerationConfig generation_;              // generation_config.json (HF directories)
@@ -278,11 +281,14 @@ class LLMEngineImpl final : public LLMEngine {
 
 LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
     : config_(config),
+      groups_(engine::make_parallel_groups(config.parallel)),
       loaded_((engine::configure_threads(config.parallel.num_threads),
-               engine::load_model_file(config.model))),
+               engine::load_model_file(config.model, groups_.model_parallel()))),
       tokenizer_(engine::load_tokenizer(config.model, loaded_.files)),
       generation_(engine::load_generation_config(config.model, loaded_.files)),
       output_(tokenizer_.get()) {
+  VELLUM_CHECK(groups_.world->rank() == 0, ErrorCode::kInternal,
+               "the engine runs on rank 0; the other ranks run engine::run_worker");
   const model::Model& model = *loaded_.model;
   VELLUM_CHECK(tokenizer_ == nullptr || tokenizer_->vocab_size() <= model.config().vocab_size,
                ErrorCode::kInvalidModel,
@@ -316,9 +322,9 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
       config.cache.block_size, kv_type, !config.cache.disable_hybrid_kv_cache_manager);
   std::vector<int64_t> group_windows = shape.layout.group_windows;
   const engine::KvBudget budget =
-      engine::plan_kv_cache(config.cache, shape.bytes_per_block(), max_model_len_,
-                            config.scheduler.max_num_seqs, group_windows,
-                            config.scheduler.max_num_batched_tokens);
+      engine::agree_kv_budget(groups_, config.cache, shape.bytes_per_block(), max_model_len_,
+                              config.scheduler.max_num_seqs, group_windows,
+                              config.scheduler.max_num_batched_tokens);
   num_kv_blocks_ = budget.num_blocks;
   VELLUM_CHECK(budget.num_blocks < INT32_MAX, ErrorCode::kInvalidArgument,
                "{} KV blocks is too many; lower --kv-cache-memory", budget.num_blocks);
@@ -326,7 +332,7 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   VELLUM_CHECK(!swap || budget.num_host_blocks > 0, ErrorCode::kInvalidArgument,
                "--preemption-mode swap needs a host swap space: add e.g. --swap-space 4GiB");
   runner_ = std::make_unique<engine::ModelRunner>(*loaded_.model, shape, budget.num_blocks,
-                                                  budget.num_host_blocks);
+                                                  budget.num_host_blocks, groups_.world.get());
 
   core::KVCacheConfig kv;
   kv.num_blocks = static_cast<int>(budget.num_blocks);

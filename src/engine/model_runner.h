@@ -3,6 +3,12 @@
 //
 // Owns the KV cache bytes (device pools and the host swap pools) and the logits buffer.
 // Thread-safety: engine core thread only.
+//
+// Multi-process (tensor / pipeline parallel): every rank has a ModelRunner over its share of the
+// model and its own KV cache (its heads, its layers; the same block ids everywhere). On world rank
+// 0 each call first broadcasts what it is about to do (block moves, the step's sequences) to the
+// other ranks, whose run_worker_loop() replays it on theirs; the forward pass then runs on all
+// ranks together and the logits come back on rank 0.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "common/communicator.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -32,8 +39,14 @@ struct BlockMove {
 
 class ModelRunner {
  public:
+  // control: the world group (rank 0 drives); null for a single process. Must outlive the runner.
   ModelRunner(model::Model& model, const model::KvCacheShape& shape, int64_t num_blocks,
-              int64_t num_host_blocks);
+              int64_t num_host_blocks, Communicator* control = nullptr);
+  // On rank 0 of a parallel run: tells the other ranks to leave run_worker_loop(), unless a
+  // communication already failed (then the job is ending anyway).
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Block moves of a step, applied before its forward pass in this order: swap_out (device ->
   // host; the freed device blocks may be reused by this very step), swap_in (host -> device), then
@@ -43,8 +56,16 @@ class ModelRunner {
   void swap_in(std::span<const BlockMove> moves);
 
   // Runs the step. Returns logits (num_logits_total, vocab), rows in sequence order, valid until
-  // the next call.
+  // the next call (on rank 0; other ranks' are unspecified).
   std::span<float> execute(std::span<const RunnerSequence> sequences);
+
+  // Ranks other than 0: replays what rank 0 broadcasts until it sends shutdown.
+  void run_worker_loop();
+
+  // Benchmarks: the time of one all-reduce of `count` floats over all ranks, started together
+  // (each round waits for every rank first, so it measures the transfer, not the ranks' skew).
+  // Median over `rounds`, in seconds, on rank 0; 0 without parallelism.
+  double probe_all_reduce(int64_t count, int rounds);
 
   int64_t vocab_size() const { return model_.config().vocab_size; }
   const model::KvCacheShape& kv_shape() const { return cache_.shape(); }
@@ -57,6 +78,28 @@ class ModelRunner {
   model::ForwardBatch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> src_ids_, dst_ids_;
+
+  enum class Op : int64_t { kSwapOut = 1, kSwapIn, kCopy, kExecute, kShutdown, kProbeAllReduce };
+  double do_probe_all_reduce(int64_t count, int rounds);
+  bool drives() const {
+    return control_ != nullptr && control_->size() > 1 && control_->rank() == 0;
+  }
+  // Rank 0: sends the op and its payload to the other ranks.
+  void broadcast_op(Op op, std::span<const int32_t> payload);
+  // Encodes moves / sequences into payload_ (int32 words).
+  void encode_moves(std::span<const BlockMove> moves);
+  void encode_sequences(std::span<const RunnerSequence> sequences);
+  void do_apply_block_copies(std::span<const BlockMove> copies);
+  void do_swap_out(std::span<const BlockMove> moves);
+  void do_swap_in(std::span<const BlockMove> moves);
+  std::span<float> do_execute(std::span<const RunnerSequence> sequences);
+
+  Communicator* control_ = nullptr;
+  bool control_failed_ = false;  // a broadcast or step failed: peers may be gone
+  std::vector<int32_t> payload_;
+  std::vector<BlockMove> moves_;               // worker: decoded moves
+  std::vector<RunnerSequence> sequences_;      // worker: decoded sequences
+  std::vector<std::vector<std::vector<int32_t>>> worker_tables_;  // worker: [seq][group] ids
   std::vector<std::span<const int32_t>> tables_;  // one sequence's group tables
 };
 

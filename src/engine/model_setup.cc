@@ -58,15 +58,17 @@ int configure_threads(int requested) {
   return threads;
 }
 
-LoadedModel load_model_file(const ModelConfig& config) {
+LoadedModel load_model_file(const ModelConfig& config, const model::ModelParallel& parallel) {
   VELLUM_CHECK(!config.model.empty(), ErrorCode::kInvalidArgument,
                "no model given: pass a GGUF file or a Hugging Face model directory (make one "
                "with `vellum make-model`)");
   LoadedModel loaded;
-  const kernels::MatmulPrecision precision = parse_dtype(config.dtype);
   loaded.files =
       model::open_model_files(config.model, model::parse_load_format(config.load_format));
-  loaded.model = model::load_model(loaded.files, model::ModelLoadOptions{precision});
+  model::ModelLoadOptions options;
+  options.precision = parse_dtype(config.dtype);
+  options.parallel = parallel;
+  loaded.model = model::load_model(loaded.files, options);
   VELLUM_LOG_INFO("{}", loaded.model->describe());
   VELLUM_LOG_INFO("tensor types in the {}: {}",
                   loaded.files.is_hf() ? "checkpoint" : "file",

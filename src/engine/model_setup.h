@@ -30,7 +30,8 @@ struct LoadedModel {
   std::unique_ptr<model::Model> model;
 };
 // Opens config.model (a GGUF file or a Hugging Face directory, per --load-format) and builds it.
-LoadedModel load_model_file(const ModelConfig& config);
+// parallel: this rank's share under tensor / pipeline parallelism (default: the whole model).
+LoadedModel load_model_file(const ModelConfig& config, const model::ModelParallel& parallel = {});
 
 // The context length in force: --max-model-len if given (must not exceed the model's), else the
 // model's own.

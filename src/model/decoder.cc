@@ -16,6 +16,7 @@
 #include "model/io/tensor_names.h"
 #include "model/moe.h"
 #include "model/projection.h"
+#include "model/tensor_parallel.h"
 #include "model/weight_loading.h"
 #include "model/workspace.h"
 
@@ -23,6 +24,10 @@ namespace vellum::model {
 namespace {
 
 namespace lt = llama_tensors;
+
+// Message tags of the pipeline's point-to-point transfers.
+constexpr int kActivationTag = 1;
+constexpr int kLogitsTag = 2;
 
 struct DecoderLayer {
   std::vector<float> attn_norm;       // (hidden)
@@ -46,21 +51,41 @@ class DecoderModel final : public Model {
                const ModelLoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
+  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type,
+                              bool hybrid = false) const override {
+    KvCacheShape shape = Model::kv_cache_shape(block_size, type, hybrid);
+    shape.num_kv_heads = num_local_kv_heads_;
+    if (parallel_.pp_size() > 1) shape.layout = stage_layout(shape.layout, layer_range_);
+    return shape;
+  }
   void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override;
   size_t weight_bytes() const override { return weight_bytes_; }
   std::string describe() const override { return description_; }
 
  private:
   void load_layer(int layer_idx, kernels::MatmulPrecision precision);
+  // Tensor parallelism: this rank's heads, FFN columns (column-parallel Q|K|V and gate|up,
+  // row-parallel attention output and down).
+  void load_layer_shard(DecoderLayer& layer, int layer_idx, kernels::MatmulPrecision precision);
+  // The last stage's LM head under tensor parallelism: each rank's vocabulary rows, gathered into
+  // whole rows on tensor-parallel rank 0.
+  void lm_head_forward(float* logits, const float* x, int64_t num_logits);
   void* matmul_scratch(int64_t m);
   void feed_forward(DecoderLayer& layer, float* out, const float* h, int64_t num_tokens,
                     void* scratch);
 
   std::shared_ptr<const WeightSource> file_;
   ModelConfig config_;
+  ModelParallel parallel_;
+  int64_t num_local_heads_ = 0;     // attention heads of this tensor-parallel rank
+  int64_t num_local_kv_heads_ = 0;  // KV heads of this rank (its KV cache holds only these)
+  int64_t local_ff_ = 0;            // FFN width of this rank
+  Range layer_range_;               // this pipeline stage's layers
+  Range vocab_range_;               // this rank's LM head rows
+  std::vector<int64_t> vocab_counts_;  // (tp) LM head rows per tensor-parallel rank
   const void* token_embd_ = nullptr;  // (vocab, hidden) rows in the mapping
   kernels::WeightType token_embd_type_ = kernels::WeightType::kF32;
-  std::vector<DecoderLayer> layers_;
+  std::vector<DecoderLayer> layers_;  // (layer_range_.count) this stage's layers
   std::vector<float> output_norm_;  // (hidden)
   kernels::PackedLinear lm_head_;   // vocab x hidden (token_embd when tied)
   std::vector<float> inv_freq_;          // (rope_dim / 2) global layers
@@ -71,13 +96,21 @@ class DecoderModel final : public Model {
   // Grow-only activation buffers.
   AlignedBuffer x_, h_, qkv_, attn_, gate_up_, act_, ffn_out_, logits_in_;
   AlignedBuffer matmul_scratch_, attention_scratch_;
+  AlignedBuffer local_logits_, gathered_logits_;  // tensor-parallel LM head
 };
 
 DecoderModel::DecoderModel(std::shared_ptr<const WeightSource> weights,
                            const ModelConfig& config, const ModelLoadOptions& options)
-    : file_(std::move(weights)), config_(config) {
+    : file_(std::move(weights)), config_(config), parallel_(options.parallel) {
   const WeightSource& f = *file_;
   const int64_t hidden = config_.hidden_size;
+  const int tp = parallel_.tp_size();
+  check_parallel_shape(config_, tp, parallel_.pp_size());
+  num_local_heads_ = config_.num_heads / tp;
+  num_local_kv_heads_ = config_.num_kv_heads / tp;
+  local_ff_ = config_.intermediate_size / tp;
+  layer_range_ = split_range(config_.num_layers, parallel_.pp_size(), parallel_.pp_rank());
+  const bool last_stage = parallel_.pp_rank() == parallel_.pp_size() - 1;
 
   const gguf::TensorInfo& embd = require_tensor(f, lt::kTokenEmbd);
   VELLUM_CHECK(embd.shape.size() == 2 && embd.shape[0] == hidden &&
@@ -87,13 +120,27 @@ DecoderModel::DecoderModel(std::shared_ptr<const WeightSource> weights,
   token_embd_ = embd.data;
   token_embd_type_ = weight_type_of(f, embd);
 
-  layers_.resize(static_cast<size_t>(config_.num_layers));
-  for (int i = 0; i < config_.num_layers; ++i) load_layer(i, options.precision);
+  layers_.resize(static_cast<size_t>(layer_range_.count));
+  for (int64_t i = layer_range_.begin; i < layer_range_.end(); ++i) {
+    load_layer(static_cast<int>(i), options.precision);
+  }
 
-  output_norm_ = load_f32_vector(f, lt::kOutputNorm, hidden);
-  const std::string head_name(config_.tie_word_embeddings ? lt::kTokenEmbd : lt::kOutput);
-  lm_head_ = pack_fused_linear(f, {head_name}, {config_.vocab_size}, hidden, options.precision);
-  weight_bytes_ += lm_head_.weight_bytes();
+  if (last_stage) {
+    output_norm_ = load_f32_vector(f, lt::kOutputNorm, hidden);
+    const std::string head_name(config_.tie_word_embeddings ? lt::kTokenEmbd : lt::kOutput);
+    for (int r = 0; r < tp; ++r) {
+      vocab_counts_.push_back(split_range(config_.vocab_size, tp, r).count);
+    }
+    vocab_range_ = split_range(config_.vocab_size, tp, parallel_.tp_rank());
+    if (tp == 1) {
+      lm_head_ = pack_fused_linear(f, {head_name}, {config_.vocab_size}, hidden, options.precision);
+    } else {
+      lm_head_ = load_row_slices_linear(
+          f, {{head_name, config_.vocab_size, vocab_range_.begin, vocab_range_.count}}, hidden,
+          options.precision);
+    }
+    weight_bytes_ += lm_head_.weight_bytes();
+  }
 
   std::vector<float> rope_freqs;
   if (config_.has_rope_freqs) {
@@ -105,6 +152,14 @@ DecoderModel::DecoderModel(std::shared_ptr<const WeightSource> weights,
 
   auto type_name = [](kernels::WeightType t) { return kernels::weight_type_info(t).name; };
   const DecoderLayer& first = layers_.front();
+  std::string share;
+  if (tp > 1 || parallel_.pp_size() > 1) {
+    share = fmt::format("; this rank (tensor-parallel {}/{}, stage {}/{}) holds {} heads, {} KV "
+                        "heads, FFN width {}, layers {}-{}",
+                        parallel_.tp_rank(), tp, parallel_.pp_rank(), parallel_.pp_size(),
+                        num_local_heads_, num_local_kv_heads_, local_ff_, layer_range_.begin,
+                        layer_range_.end() - 1);
+  }
   std::string ffn = config_.num_experts > 0
                         ? fmt::format("{} experts of width {}, {} used", config_.num_experts,
                                       config_.expert_intermediate_size, config_.num_experts_used)
@@ -116,10 +171,10 @@ DecoderModel::DecoderModel(std::shared_ptr<const WeightSource> weights,
   }
   description_ = fmt::format(
       "{}: {} layers, hidden {}, heads {}/{} (head dim {}), {}, vocab {}{}, weights held as {} "
-      "({:.1f} MiB read per token step)",
+      "({:.1f} MiB read per token step){}",
       config_.architecture, config_.num_layers, hidden, config_.num_heads, config_.num_kv_heads,
       config_.head_dim, ffn, config_.vocab_size, window, type_name(first.qkv.packed_type()),
-      static_cast<double>(weight_bytes_) / (1024.0 * 1024.0));
+      static_cast<double>(weight_bytes_) / (1024.0 * 1024.0), share);
 }
 
 void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision) {
@@ -131,7 +186,7 @@ void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision)
   const int64_t kv_rows = config_.num_kv_heads * head_dim;
   const int64_t ff = config_.intermediate_size;
   auto name = [layer_idx](std::string_view suffix) { return layer_tensor_name(layer_idx, suffix); };
-  DecoderLayer& layer = layers_[static_cast<size_t>(layer_idx)];
+  DecoderLayer& layer = layers_[static_cast<size_t>(layer_idx - layer_range_.begin)];
 
   layer.sliding = config_.layer_is_sliding[static_cast<size_t>(layer_idx)];
   layer.attn_norm = load_f32_vector(f, name(lt::kAttnNorm), hidden);
@@ -143,6 +198,15 @@ void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision)
   if (spec.qk_norm) {
     layer.q_norm = load_f32_vector(f, name(lt::kAttnQNorm), head_dim);
     layer.k_norm = load_f32_vector(f, name(lt::kAttnKNorm), head_dim);
+  }
+  if (config_.num_experts > 0) {
+    layer.moe = std::make_unique<MoeFfn>(f, layer_idx, config_, precision, parallel_.tp_rank(),
+                                         parallel_.tp_size());
+    weight_bytes_ += layer.moe->weight_bytes_per_token();
+  }
+  if (parallel_.tp_size() > 1) {
+    load_layer_shard(layer, layer_idx, precision);
+    return;
   }
   if (spec.qkv_layout == QkvLayout::kFused) {
     layer.qkv = Projection::load(f, {name(lt::kAttnQkv)}, {q_rows + 2 * kv_rows}, hidden,
@@ -167,11 +231,7 @@ void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision)
   }
   weight_bytes_ += layer.qkv.weight_bytes() + layer.attn_out.weight_bytes();
 
-  if (config_.num_experts > 0) {
-    layer.moe = std::make_unique<MoeFfn>(f, layer_idx, config_, precision);
-    weight_bytes_ += layer.moe->weight_bytes_per_token();
-    return;
-  }
+  if (layer.moe) return;
   if (spec.gate_up_layout == GateUpLayout::kFusedInUp) {
     layer.gate_up = Projection::load(f, {name(lt::kFfnUp)}, {2 * ff}, hidden, precision);
   } else {
@@ -182,8 +242,85 @@ void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision)
   weight_bytes_ += layer.gate_up.weight_bytes() + layer.down.weight_bytes();
 }
 
+void DecoderModel::load_layer_shard(DecoderLayer& layer, int layer_idx,
+                                    kernels::MatmulPrecision precision) {
+  const WeightSource& f = *file_;
+  const ArchSpec& spec = config_.arch;
+  const int tp = parallel_.tp_size();
+  const int tp_rank = parallel_.tp_rank();
+  const int64_t hidden = config_.hidden_size;
+  const int64_t head_dim = config_.head_dim;
+  const int64_t q_rows = config_.num_heads * head_dim;
+  const int64_t kv_rows = config_.num_kv_heads * head_dim;
+  const int64_t ff = config_.intermediate_size;
+  // This rank's output rows of Q, K and V (whole heads) and of gate and up.
+  const Range q = {tp_rank * num_local_heads_ * head_dim, num_local_heads_ * head_dim};
+  const Range kv = {tp_rank * num_local_kv_heads_ * head_dim, num_local_kv_heads_ * head_dim};
+  const Range f_cols = {tp_rank * local_ff_, local_ff_};
+  auto name = [layer_idx](std::string_view suffix) { return layer_tensor_name(layer_idx, suffix); };
+
+  if (spec.qkv_layout == QkvLayout::kFused) {
+    const std::string qkv = name(lt::kAttnQkv);
+    const int64_t total = q_rows + 2 * kv_rows;
+    layer.qkv = load_row_slices(f,
+                                {{qkv, total, q.begin, q.count},
+                                 {qkv, total, q_rows + kv.begin, kv.count},
+                                 {qkv, total, q_rows + kv_rows + kv.begin, kv.count}},
+                                hidden, precision);
+  } else {
+    layer.qkv = load_row_slices(f,
+                                {{name(lt::kAttnQ), q_rows, q.begin, q.count},
+                                 {name(lt::kAttnK), kv_rows, kv.begin, kv.count},
+                                 {name(lt::kAttnV), kv_rows, kv.begin, kv.count}},
+                                hidden, precision);
+  }
+  if (config_.has_qkv_bias) {
+    std::vector<float> full;  // (q | k | v)
+    if (spec.qkv_layout == QkvLayout::kFused) {
+      full = load_f32_vector(f, name(lt::kAttnQkvBias), q_rows + 2 * kv_rows);
+    } else {
+      for (auto [suffix, rows] : {std::pair{lt::kAttnQBias, q_rows}, {lt::kAttnKBias, kv_rows},
+                                  {lt::kAttnVBias, kv_rows}}) {
+        const std::vector<float> part = load_f32_vector(f, name(suffix), rows);
+        full.insert(full.end(), part.begin(), part.end());
+      }
+    }
+    auto take = [&](int64_t begin, int64_t count) {
+      layer.qkv_bias.insert(layer.qkv_bias.end(), full.begin() + begin,
+                            full.begin() + begin + count);
+    };
+    take(q.begin, q.count);
+    take(q_rows + kv.begin, kv.count);
+    take(q_rows + kv_rows + kv.begin, kv.count);
+  }
+  // Row-parallel: the rank's heads are its input columns; the bias is added once, after the
+  // all-reduce.
+  layer.attn_out = load_column_slice(f, name(lt::kAttnOutput), hidden, q_rows, q, tp, precision);
+  if (config_.has_attn_output_bias) {
+    layer.attn_out_bias = load_f32_vector(f, name(lt::kAttnOutputBias), hidden);
+  }
+  weight_bytes_ += layer.qkv.weight_bytes() + layer.attn_out.weight_bytes();
+  if (layer.moe) return;
+
+  if (spec.gate_up_layout == GateUpLayout::kFusedInUp) {
+    const std::string up = name(lt::kFfnUp);
+    layer.gate_up = load_row_slices(
+        f,
+        {{up, 2 * ff, f_cols.begin, f_cols.count}, {up, 2 * ff, ff + f_cols.begin, f_cols.count}},
+        hidden, precision);
+  } else {
+    layer.gate_up = load_row_slices(f,
+                                    {{name(lt::kFfnGate), ff, f_cols.begin, f_cols.count},
+                                     {name(lt::kFfnUp), ff, f_cols.begin, f_cols.count}},
+                                    hidden, precision);
+  }
+  layer.down = load_column_slice(f, name(lt::kFfnDown), hidden, ff, f_cols, tp, precision);
+  weight_bytes_ += layer.gate_up.weight_bytes() + layer.down.weight_bytes();
+}
+
 void* DecoderModel::matmul_scratch(int64_t m) {
-  size_t need = lm_head_.scratch_bytes(m);
+  // Only the last pipeline stage holds the LM head (and the output norm).
+  size_t need = output_norm_.empty() ? 0 : lm_head_.scratch_bytes(m);
   for (const auto& layer : layers_) {
     need = std::max({need, layer.qkv.scratch_bytes(m), layer.attn_out.scratch_bytes(m)});
     if (layer.moe) {
@@ -201,7 +338,7 @@ void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
     layer.moe->forward(out, h, num_tokens, scratch);
     return;
   }
-  const int64_t ff = config_.intermediate_size;
+  const int64_t ff = local_ff_;
   float* gate_up = grow_floats(gate_up_, num_tokens * 2 * ff);  // (T, gate | up)
   float* act = grow_floats(act_, num_tokens * ff);              // (T, ff)
   layer.gate_up.forward(gate_up, h, num_tokens, scratch);
@@ -220,8 +357,8 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   const int64_t num_tokens = batch.num_tokens();
   VELLUM_CHECK(num_tokens > 0, ErrorCode::kInternal, "forward called with an empty batch");
   const KvCacheShape& kv = kv_cache.shape();
-  VELLUM_CHECK(kv.layout.num_layers() == config_.num_layers &&
-                   kv.num_kv_heads == config_.num_kv_heads && kv.head_dim == config_.head_dim,
+  VELLUM_CHECK(kv.layout.num_layers() == layer_range_.count &&
+                   kv.num_kv_heads == num_local_kv_heads_ && kv.head_dim == config_.head_dim,
                ErrorCode::kInternal, "KV cache shape does not match the model");
   VELLUM_CHECK(static_cast<int64_t>(batch.kv_groups.size()) == kv.layout.num_groups(),
                ErrorCode::kInternal, "the batch has block tables for {} KV cache groups, the cache {}",
@@ -230,8 +367,11 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   const ArchSpec& spec = config_.arch;
   const int64_t hidden = config_.hidden_size;
   const int64_t head_dim = config_.head_dim;
-  const int64_t q_width = config_.num_heads * head_dim;
-  const int64_t kv_width = config_.num_kv_heads * head_dim;
+  // This rank's heads (all of them without tensor parallelism).
+  const int64_t num_heads = num_local_heads_;
+  const int64_t num_kv_heads = num_local_kv_heads_;
+  const int64_t q_width = num_heads * head_dim;
+  const int64_t kv_width = num_kv_heads * head_dim;
   const int64_t qkv_width = q_width + 2 * kv_width;
   const float eps = config_.rms_norm_eps;
 
@@ -244,8 +384,8 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
 
   kernels::PagedAttentionParams attn_params;
   attn_params.num_seqs = batch.num_seqs();
-  attn_params.num_heads = config_.num_heads;
-  attn_params.num_kv_heads = config_.num_kv_heads;
+  attn_params.num_heads = num_heads;
+  attn_params.num_kv_heads = num_kv_heads;
   attn_params.head_dim = head_dim;
   attn_params.block_size = kv.block_size;
   attn_params.scale = config_.attention_scale;
@@ -256,12 +396,23 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
       std::max<size_t>(64, kernels::paged_attention_workspace_bytes(
                                attn_params, batch.max_seq_len(), omp_get_max_threads())));
 
-  kernels::get_rows(x, token_embd_, token_embd_type_, hidden, batch.token_ids.data(), num_tokens);
-  if (spec.scale_embeddings) {
-    ops::scale_inplace(x, num_tokens * hidden, std::sqrt(static_cast<float>(hidden)));
+  const int pp_rank = parallel_.pp_rank();
+  const int pp_size = parallel_.pp_size();
+  if (pp_rank == 0) {
+    kernels::get_rows(x, token_embd_, token_embd_type_, hidden, batch.token_ids.data(),
+                      num_tokens);
+    if (spec.scale_embeddings) {
+      ops::scale_inplace(x, num_tokens * hidden, std::sqrt(static_cast<float>(hidden)));
+    }
+  } else {
+    // The previous stage's residual stream.
+    parallel_.pp->recv(x, num_tokens * hidden * static_cast<int64_t>(sizeof(float)), pp_rank - 1,
+                       kActivationTag);
   }
+  Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tp : nullptr;
 
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
+  // l: the layer's index in this stage (its KV pools); layer_range_.begin + l in the model.
+  for (int64_t l = 0; l < layer_range_.count; ++l) {
     DecoderLayer& layer = layers_[static_cast<size_t>(l)];
     // Attention block.
     kernels::rms_norm(h, x, layer.attn_norm.data(), num_tokens, hidden, eps);
@@ -273,22 +424,22 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     float* k = qkv + q_width;
     float* v = qkv + q_width + kv_width;
     if (!layer.q_norm.empty()) {
-      ops::rms_norm_heads(q, qkv_width, num_tokens, config_.num_heads, head_dim,
-                          layer.q_norm.data(), eps);
-      ops::rms_norm_heads(k, qkv_width, num_tokens, config_.num_kv_heads, head_dim,
-                          layer.k_norm.data(), eps);
+      ops::rms_norm_heads(q, qkv_width, num_tokens, num_heads, head_dim, layer.q_norm.data(),
+                          eps);
+      ops::rms_norm_heads(k, qkv_width, num_tokens, num_kv_heads, head_dim, layer.k_norm.data(),
+                          eps);
     }
     const float* inv_freq = layer.sliding ? inv_freq_sliding_.data() : inv_freq_.data();
     const auto rope = spec.rope_style == RopeStyle::kNeox ? &kernels::rope_neox_inplace
                                                            : &kernels::rope_inplace;
-    rope(q, qkv_width, num_tokens, config_.num_heads, head_dim, config_.rope_dim,
+    rope(q, qkv_width, num_tokens, num_heads, head_dim, config_.rope_dim,
          batch.positions.data(), inv_freq);
-    rope(k, qkv_width, num_tokens, config_.num_kv_heads, head_dim, config_.rope_dim,
+    rope(k, qkv_width, num_tokens, num_kv_heads, head_dim, config_.rope_dim,
          batch.positions.data(), inv_freq);
     const KvGroupTables& tables =
         batch.kv_groups[static_cast<size_t>(kv.layout.layer_group[static_cast<size_t>(l)])];
     kernels::reshape_and_cache(k, qkv_width, v, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
-                               tables.slot_mapping.data(), num_tokens, config_.num_kv_heads,
+                               tables.slot_mapping.data(), num_tokens, num_kv_heads,
                                head_dim, kv.block_size, kv.type);
     attn_params.sliding_window = layer.sliding ? config_.sliding_window : 0;
     attn_params.max_blocks_per_seq = tables.max_blocks_per_seq;
@@ -296,6 +447,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
                              tables.block_tables.data(), batch.seq_lens.data(),
                              batch.query_start_loc.data(), attn_params, attn_scratch);
     layer.attn_out.forward(h, attn, num_tokens, scratch);
+    if (tp != nullptr) tp->all_reduce_sum(h, num_tokens * hidden);  // row-parallel partial sums
     if (!layer.attn_out_bias.empty()) {
       ops::add_bias(h, num_tokens, hidden, hidden, layer.attn_out_bias.data());
     }
@@ -307,10 +459,23 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     // Feed-forward block.
     kernels::rms_norm(h, x, layer.ffn_norm.data(), num_tokens, hidden, eps);
     feed_forward(layer, ffn_out, h, num_tokens, scratch);
+    if (tp != nullptr) tp->all_reduce_sum(ffn_out, num_tokens * hidden);
     if (!layer.post_ffn_norm.empty()) {
       kernels::rms_norm(ffn_out, ffn_out, layer.post_ffn_norm.data(), num_tokens, hidden, eps);
     }
     kernels::add_inplace(x, ffn_out, num_tokens * hidden);
+  }
+
+  if (pp_rank < pp_size - 1) {
+    parallel_.pp->send(x, num_tokens * hidden * static_cast<int64_t>(sizeof(float)), pp_rank + 1,
+                       kActivationTag);
+    // The last stage's tensor-parallel rank 0 sends the logits back to the first stage's.
+    if (pp_rank == 0 && parallel_.tp_rank() == 0 && batch.num_logits() > 0) {
+      const int64_t bytes =
+          batch.num_logits() * config_.vocab_size * static_cast<int64_t>(sizeof(float));
+      parallel_.pp->recv(logits, bytes, pp_size - 1, kLogitsTag);
+    }
+    return;
   }
 
   // Final norm and LM head only for the rows whose logits are wanted.
@@ -323,9 +488,53 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     std::memcpy(selected + i * hidden, x + t * hidden, sizeof(float) * hidden);
   }
   kernels::rms_norm(selected, selected, output_norm_.data(), num_logits, hidden, eps);
-  lm_head_.forward(logits, selected, num_logits, matmul_scratch(num_logits));
+  const bool holds_logits = parallel_.tp_rank() == 0;
+  // Pipeline stages after the first write the logits to a buffer sent to stage 0.
+  float* out = logits;
+  if (pp_size > 1 && holds_logits) {
+    out = grow_floats(gathered_logits_, num_logits * config_.vocab_size);
+  }
+  lm_head_forward(out, selected, num_logits);
+  if (!holds_logits) return;
   if (config_.final_logit_softcap > 0.0f) {
-    ops::softcap_inplace(logits, num_logits * config_.vocab_size, config_.final_logit_softcap);
+    ops::softcap_inplace(out, num_logits * config_.vocab_size, config_.final_logit_softcap);
+  }
+  if (pp_size > 1) {
+    parallel_.pp->send(out, num_logits * config_.vocab_size * static_cast<int64_t>(sizeof(float)),
+                       0, kLogitsTag);
+  }
+}
+
+void DecoderModel::lm_head_forward(float* logits, const float* x, int64_t num_logits) {
+  const int tp = parallel_.tp_size();
+  if (tp == 1) {
+    lm_head_.forward(logits, x, num_logits, matmul_scratch(num_logits));
+    return;
+  }
+  // (num_logits, vocab_range_.count) on every rank, then rank 0 gathers the blocks
+  // [rank 0 (num_logits, v0) | rank 1 (num_logits, v1) | ...] and interleaves them into rows.
+  float* local = grow_floats(local_logits_, num_logits * vocab_range_.count);
+  lm_head_.forward(local, x, num_logits, matmul_scratch(num_logits));
+  std::vector<int64_t> counts(vocab_counts_.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    counts[r] = vocab_counts_[r] * num_logits;
+    total += counts[r];
+  }
+  const bool root = parallel_.tp_rank() == 0;
+  float* gathered = root ? grow_floats(attn_, total) : nullptr;  // attn_ is free by now
+  parallel_.tp->gather(local, counts, gathered, 0);
+  if (!root) return;
+  const int64_t vocab = config_.vocab_size;
+  const float* block = gathered;
+  int64_t column = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const int64_t width = vocab_counts_[r];
+    for (int64_t i = 0; i < num_logits; ++i) {
+      std::memcpy(logits + i * vocab + column, block + i * width, sizeof(float) * width);
+    }
+    block += width * num_logits;
+    column += width;
   }
 }
 

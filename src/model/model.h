@@ -16,6 +16,7 @@
 #include "model/io/model_config.h"
 #include "model/io/model_files.h"
 #include "model/kv_cache.h"
+#include "model/model_parallel.h"
 
 namespace vellum::gguf {
 class GgufFile;
@@ -27,6 +28,9 @@ struct ModelLoadOptions {
   // vLLM's --dtype: auto keeps the weights' own type, bfloat16 converts f32/f16 weights once at
   // load (AMX where present), float32 computes everything in f32.
   kernels::MatmulPrecision precision = kernels::MatmulPrecision::kAuto;
+  // Tensor / pipeline parallelism: this rank loads and runs only its share (its heads, FFN
+  // columns, vocabulary rows and layers). Default: the whole model in one process.
+  ModelParallel parallel;
 };
 
 class Model {
@@ -37,12 +41,16 @@ class Model {
 
   // Runs the batch. Writes the K/V of every batch token into kv_cache at its slot, then returns
   // logits: (batch.num_logits(), vocab_size) f32, row i for token batch.logits_indices[i].
+  // Under tensor / pipeline parallelism every rank calls forward() with the same batch, and the
+  // logits are written on the first rank only (the others' `logits` is not touched).
   virtual void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) = 0;
 
   // Shape of the KV cache this model needs, for a given block size and storage type. hybrid:
   // one KV cache group per attention type when full and sliding-window layers are mixed
-  // (KvCacheLayout::hybrid); otherwise one group of all layers.
-  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type, bool hybrid = false) const {
+  // (KvCacheLayout::hybrid); otherwise one group of all layers. Under tensor / pipeline
+  // parallelism: this rank's KV heads and layers (the groups stay the model's).
+  virtual KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type,
+                                      bool hybrid = false) const {
     const ModelConfig& c = config();
     return KvCacheShape{c.num_kv_heads, c.head_dim, block_size, type,
                         hybrid ? KvCacheLayout::hybrid(c.layer_is_sliding, c.sliding_window)

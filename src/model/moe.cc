@@ -9,17 +9,18 @@
 #include "common/check.h"
 #include "model/decoder_ops.h"
 #include "model/io/tensor_names.h"
+#include "model/tensor_parallel.h"
 #include "model/weight_loading.h"
 #include "model/workspace.h"
 
 namespace vellum::model {
 
 MoeFfn::MoeFfn(const WeightSource& file, int layer, const ModelConfig& config,
-               kernels::MatmulPrecision precision)
+               kernels::MatmulPrecision precision, int tp_rank, int tp_size)
     : hidden_(config.hidden_size),
       num_experts_(config.num_experts),
       num_used_(config.num_experts_used),
-      expert_ff_(config.expert_intermediate_size),
+      expert_ff_(config.expert_intermediate_size / tp_size),
       normalize_(config.normalize_expert_weights),
       activation_(config.arch.activation) {
   namespace lt = llama_tensors;
@@ -35,21 +36,33 @@ MoeFfn::MoeFfn(const WeightSource& file, int layer, const ModelConfig& config,
   const kernels::WeightType gate_type = weight_type_of(file, gate);
   const kernels::WeightType up_type = weight_type_of(file, up);
   const kernels::WeightType down_type = weight_type_of(file, down);
-  // Expert e is slice e of each stacked tensor: expert_ff rows (gate, up) or hidden rows (down).
-  const size_t gate_bytes = kernels::weight_row_bytes(gate_type, hidden_) * expert_ff_;
-  const size_t up_bytes = kernels::weight_row_bytes(up_type, hidden_) * expert_ff_;
-  const size_t down_bytes = kernels::weight_row_bytes(down_type, expert_ff_) * hidden_;
+  // Expert e is slice e of each stacked tensor: full_ff rows (gate, up) or hidden rows (down).
+  // This rank keeps rows [ff_begin, ff_begin + expert_ff_) of gate and up, the same columns of
+  // down (all of them without tensor parallelism).
+  const int64_t full_ff = config.expert_intermediate_size;
+  const int64_t ff_begin = tp_rank * expert_ff_;
+  const size_t gate_row = kernels::weight_row_bytes(gate_type, hidden_);
+  const size_t up_row = kernels::weight_row_bytes(up_type, hidden_);
+  const size_t gate_bytes = gate_row * full_ff;
+  const size_t up_bytes = up_row * full_ff;
+  const size_t down_bytes = kernels::weight_row_bytes(down_type, full_ff) * hidden_;
   VELLUM_CHECK(gate.nbytes == gate_bytes * num_experts_ && up.nbytes == up_bytes * num_experts_ &&
                    down.nbytes == down_bytes * num_experts_,
                ErrorCode::kInvalidModel, "{}: layer {}: expert tensors have unexpected sizes",
                file.path().string(), layer);
   for (int64_t e = 0; e < num_experts_; ++e) {
-    const auto* g = gate.data + gate_bytes * e;
-    const auto* u = up.data + up_bytes * e;
+    const auto* g = gate.data + gate_bytes * e + gate_row * ff_begin;
+    const auto* u = up.data + up_bytes * e + up_row * ff_begin;
     gate_up_.push_back(Projection::from_slices(
         {{g, gate_type, expert_ff_}, {u, up_type, expert_ff_}}, hidden_, precision));
-    down_.push_back(kernels::PackedLinear::pack(down.data + down_bytes * e, down_type, hidden_,
-                                                expert_ff_, precision));
+    if (tp_size == 1) {
+      down_.push_back(kernels::PackedLinear::pack(down.data + down_bytes * e, down_type, hidden_,
+                                                  expert_ff_, precision));
+    } else {
+      down_.push_back(pack_column_slice(
+          down.data + down_bytes * e, down_type, hidden_, full_ff, {ff_begin, expert_ff_},
+          tp_size, fmt::format("layer {} expert {}'s down projection", layer, e), precision));
+    }
   }
 }
 

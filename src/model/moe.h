@@ -26,9 +26,11 @@ namespace vellum::model {
 
 class MoeFfn {
  public:
-  // Loads layer `layer`'s router (ffn_gate_inp, kept in f32) and stacked experts.
+  // Loads layer `layer`'s router (ffn_gate_inp, kept in f32) and stacked experts. Under tensor
+  // parallelism (tp_size > 1) each expert keeps this rank's share of its FFN width (gate|up rows,
+  // down columns, model/tensor_parallel.h) and forward() returns a partial sum to all-reduce.
   MoeFfn(const WeightSource& file, int layer, const ModelConfig& config,
-         kernels::MatmulPrecision precision);
+         kernels::MatmulPrecision precision, int tp_rank = 0, int tp_size = 1);
 
   // out: (num_tokens, hidden), written (not accumulated); h: (num_tokens, hidden), not aliasing
   // out. scratch: scratch_bytes(num_tokens) bytes, 64-byte aligned.
