@@ -153,11 +153,12 @@ TEST(EngineStructured, ParallelSamplingBeamSearchPrefixCachingAndPreemption) {
   };
   EngineConfig roomy = testing::tiny_engine_config(model_path);
   roomy.cache.enable_prefix_caching = true;
+  roomy.model.max_model_len = 256;
   EngineStats roomy_stats;
   const auto expected = run(roomy, &roomy_stats);
   EXPECT_GT(roomy_stats.prefix_cache_hits, 0);
   EngineConfig tight = roomy;
-  tight.cache.num_blocks_override = 24;
+  tight.cache.num_blocks_override = 20;
   EngineStats tight_stats;
   const auto got = run(tight, &tight_stats);
   EXPECT_GT(tight_stats.num_preemptions, 0) << "the tiny KV budget should preempt";
