@@ -78,6 +78,7 @@ struct SequenceState {
   // so the SamplingRow's span stays valid through sample()).
   std::optional<structured::Matcher> matcher;
   std::vector<uint64_t> mask;
+  bool matcher_error_logged = false;
   explicit SequenceState(const SamplingParams& p) : params(p), sampling(p) {}
 };
 
@@ -790,6 +791,10 @@ sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
     // nothing here: a resumed or forked sequence is replayed from its own tokens.
     state.matcher->sync(outputs);
     const std::span<const uint64_t> mask = state.matcher->mask();
+    if (!state.matcher->error().empty() && !state.matcher_error_logged) {
+      state.matcher_error_logged = true;
+      VELLUM_LOG_WARN("request {}: structured output stopped: {}", seq_id, state.matcher->error());
+    }
     state.mask.assign(mask.begin(), mask.end());
     row.allowed_token_mask = state.mask;
   }
