@@ -810,6 +810,11 @@ LLMEngineImpl::compile_constraint(const StructuredOutputsParams& so) {
     }
     std::vector<int32_t> end_ids = tokenizer_->eog_ids();
     if (auto eos = tokenizer_->eos_id()) end_ids.push_back(*eos);
+    if (end_ids.empty()) {
+      return std::string(
+          "structured outputs need an end-of-sequence token to end a complete output, and this "
+          "model's vocabulary has none (tokenizer.ggml.eos_token_id)");
+    }
     grammar_cache_ = std::make_unique<structured::GrammarCache>(
         std::make_shared<structured::TokenVocabulary>(std::move(token_bytes), std::move(end_ids),
                                                       vocab_size()));
