@@ -12,13 +12,14 @@ jobs=$(nproc)
 # it costs no extra build; the engine tests take a few seconds longer).
 
 # Sanitizer pass over the layers that are pure data structures and parsers (fast to build and run),
-# and the serving benchmark's HTTP client (threads, SSE parsing).
-sanitized="common;gguf;core;sampling;benchserve"
+# the serving benchmark's HTTP client (threads, SSE parsing) and the structured-output grammar
+# engine (parsers of untrusted schemas, regexes and grammars).
+sanitized="common;gguf;core;sampling;structured;benchserve"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_WERROR=ON \
   -DVELLUM_SANITIZE=ON -DVELLUM_INVARIANTS=ON -DVELLUM_BUILD_BENCH=OFF \
   "-DVELLUM_TEST_LAYERS=$sanitized"
 cmake --build build/asan -j "$jobs" --target common_tests gguf_tests core_tests scheduler_tests \
-  sampling_tests benchserve_tests
+  sampling_tests structured_tests benchserve_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs"
 

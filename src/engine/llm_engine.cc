@@ -80,6 +80,7 @@ struct SequenceState {
   // so the SamplingRow's span stays valid through sample()).
   std::optional<structured::Matcher> matcher;
   std::vector<uint64_t> mask;
+  bool matcher_error_logged = false;
   explicit SequenceState(const SamplingParams& p) : params(p), sampling(p) {}
 };
 
@@ -913,6 +914,10 @@ sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
     // nothing here: a resumed or forked sequence is replayed from its own tokens.
     state.matcher->sync(outputs);
     const std::span<const uint64_t> mask = state.matcher->mask();
+    if (!state.matcher->error().empty() && !state.matcher_error_logged) {
+      state.matcher_error_logged = true;
+      VELLUM_LOG_WARN("request {}: structured output stopped: {}", seq_id, state.matcher->error());
+    }
     state.mask.assign(mask.begin(), mask.end());
     row.allowed_token_mask = state.mask;
   }
@@ -933,6 +938,11 @@ LLMEngineImpl::compile_constraint(const StructuredOutputsParams& so) {
     }
     std::vector<int32_t> end_ids = tokenizer_->eog_ids();
     if (auto eos = tokenizer_->eos_id()) end_ids.push_back(*eos);
+    if (end_ids.empty()) {
+      return std::string(
+          "structured outputs need an end-of-sequence token to end a complete output, and this "
+          "model's vocabulary has none (tokenizer.ggml.eos_token_id)");
+    }
     grammar_cache_ = std::make_unique<structured::GrammarCache>(
         std::make_shared<structured::TokenVocabulary>(std::move(token_bytes), std::move(end_ids),
                                                       vocab_size()));

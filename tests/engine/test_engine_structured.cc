@@ -90,7 +90,7 @@ TEST(EngineStructured, RegexChoiceGrammarAndJsonObject) {
   const std::string pattern = R"((\+1 )?\d{3}-\d{4}|[a-z]{2,6}@example\.(com|org))";
   const std::string gbnf = R"G(root ::= item ("," item){0,3}
 item ::= [a-z]{1,5} "=" [0-9]{1,3})G";
-  for (uint64_t seed = 0; seed < 8; ++seed) {
+  for (uint64_t seed = 0; seed < 6; ++seed) {
     StructuredOutputsParams regex;
     regex.regex = pattern;
     StructuredOutputsParams choice;
@@ -103,7 +103,7 @@ item ::= [a-z]{1,5} "=" [0-9]{1,3})G";
     ASSERT_FALSE(engine->add_request("regex" + s, "Phone:", constrained(regex, seed)));
     ASSERT_FALSE(engine->add_request("choice" + s, "Sentiment:", constrained(choice, seed)));
     ASSERT_FALSE(engine->add_request("grammar" + s, "Pairs:", constrained(grammar, seed)));
-    ASSERT_FALSE(engine->add_request("object" + s, "JSON:", constrained(object, seed, 400)));
+    ASSERT_FALSE(engine->add_request("object" + s, "JSON:", constrained(object, seed, 120)));
   }
   const auto finished = testing::run_all(*engine);
   int num_finished = 0;
@@ -124,7 +124,7 @@ item ::= [a-z]{1,5} "=" [0-9]{1,3})G";
       EXPECT_TRUE(value.is_object()) << o.text;
     }
   }
-  EXPECT_GE(num_finished, 24);
+  EXPECT_GE(num_finished, 15);
 }
 
 TEST(EngineStructured, ParallelSamplingBeamSearchPrefixCachingAndPreemption) {
@@ -132,7 +132,9 @@ TEST(EngineStructured, ParallelSamplingBeamSearchPrefixCachingAndPreemption) {
   const std::string& schema = kSchemas[0];
   auto run = [&](EngineConfig config, EngineStats* stats) {
     auto engine = LLMEngine::create(config);
-    const std::string prompt(400, 'x');  // a long shared prompt: cached blocks and preemption
+    // A shared prompt of several blocks: prefix-cache hits, and preemption under a tight budget.
+    std::string prompt;
+    for (int i = 0; i < 6; ++i) prompt += "Once upon a time there was a little girl named Lily. ";
     SamplingParams par = constrained(json_schema(schema), 3, 120);
     par.n = 3;
     EXPECT_FALSE(engine->add_request("par", prompt, par));
@@ -151,11 +153,12 @@ TEST(EngineStructured, ParallelSamplingBeamSearchPrefixCachingAndPreemption) {
   };
   EngineConfig roomy = testing::tiny_engine_config(model_path);
   roomy.cache.enable_prefix_caching = true;
+  roomy.model.max_model_len = 256;
   EngineStats roomy_stats;
   const auto expected = run(roomy, &roomy_stats);
   EXPECT_GT(roomy_stats.prefix_cache_hits, 0);
   EngineConfig tight = roomy;
-  tight.cache.num_blocks_override = 40;
+  tight.cache.num_blocks_override = 20;
   EngineStats tight_stats;
   const auto got = run(tight, &tight_stats);
   EXPECT_GT(tight_stats.num_preemptions, 0) << "the tiny KV budget should preempt";
@@ -163,7 +166,9 @@ TEST(EngineStructured, ParallelSamplingBeamSearchPrefixCachingAndPreemption) {
   for (const auto& [id, out] : got) {
     SCOPED_TRACE(id);
     check_json(out, schema, &tally);
-    if (id == "par") EXPECT_EQ(out.outputs.size(), 3u);
+    if (id == "par") {
+      EXPECT_EQ(out.outputs.size(), 3u);
+    }
     // Preemption recomputes the automaton state from the output: the same tokens as unpreempted.
     ASSERT_TRUE(expected.contains(id));
     for (size_t i = 0; i < out.outputs.size(); ++i) {

@@ -20,6 +20,17 @@ TEST(AllowedTokenMask, KeepsOnlyTheListedIds) {
   EXPECT_EQ(row, (std::vector<float>{kNegInf, 2.0f, kNegInf, kNegInf, 5.0f, kNegInf}));
 }
 
+TEST(TokenBitmask, KeepsTheSetBitsAcrossWordsAndMasksIdsPastTheMask) {
+  // 130 logits, a mask of two words (ids 0..127): bits 0, 63, 64 and 127 set.
+  std::vector<float> row(130, 1.0f);
+  const std::vector<uint64_t> mask = {(uint64_t{1} << 63) | 1u, (uint64_t{1} << 63) | 1u};
+  apply_token_bitmask(row.data(), 130, mask);
+  for (int i = 0; i < 130; ++i) {
+    const bool kept = i == 0 || i == 63 || i == 64 || i == 127;
+    EXPECT_EQ(row[i], kept ? 1.0f : kNegInf) << i;
+  }
+}
+
 TEST(BadWords, BansLastTokenOnlyWhenThePrefixMatchesTheOutput) {
   const std::vector<std::vector<int32_t>> words = {{7}, {3, 4, 5}, {1, 2}};
   std::vector<float> row(10, 0.0f);

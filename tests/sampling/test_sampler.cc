@@ -110,6 +110,31 @@ TEST(Sampler, AllowedTokenIdsRestrictOutput) {
   EXPECT_EQ(sample_repeatedly(real.logits, g, 1, 0)[0], real.argmax);
 }
 
+// Structured outputs: the row's token bitmask comes first, before logit bias (so a +100 bias on a
+// masked token cannot bring it back), and logprobs see the masked logits.
+TEST(Sampler, TokenBitmaskRestrictsOutputBeforeBiasAndLogprobs) {
+  std::vector<float> logits(100, 0.0f);
+  SamplingParams p;
+  p.temperature = 1.0;
+  p.logit_bias = {{50, 100.0f}};
+  p.logprobs = 2;
+  std::vector<uint64_t> mask(2, 0);
+  for (int id : {3, 70, 71}) mask[id / 64] |= uint64_t{1} << (id % 64);
+  Sampler sampler({.num_threads = 1});
+  SamplingState state(int64_t{5});
+  std::set<int32_t> seen;
+  SamplerOutput out;
+  for (int i = 0; i < 300; ++i) {
+    std::vector<float> row = logits;
+    SamplingRow sr{.params = &p, .state = &state, .allowed_token_mask = mask};
+    sampler.sample(row.data(), 1, 100, std::span(&sr, 1), &out);
+    seen.insert(out.sampled_token_ids[0]);
+    // Entry 0 is the sampled token, uniformly log(1/3) among the three allowed.
+    EXPECT_NEAR(out.logprobs.row_logprobs(0)[0], std::log(1.0f / 3.0f), 1e-5);
+  }
+  EXPECT_EQ(seen, (std::set<int32_t>{3, 70, 71}));
+}
+
 TEST(Sampler, BadWordsNeverAppear) {
   VELLUM_REQUIRE_STORIES_LOGITS(real);
   // The two most likely tokens are 432 and 383: ban 432 outright and 383 after "5 9".
