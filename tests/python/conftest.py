@@ -45,7 +45,7 @@ def make_model(path: pathlib.Path, *args: str) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
-    """A small llama with seeded random weights and the built-in vocabulary (no chat template)."""
+    """A small llama with seeded random weights and the built-in vocabulary."""
     return make_model(tmp_path_factory.mktemp("models") / "tiny.gguf")
 
 

@@ -40,9 +40,26 @@ def test_a_batch_of_conversations(llm):
     assert len(outs) == 2 and outs[1].prompt.startswith("<|im_start|>user\nBye")
 
 
-def test_no_template_is_a_clear_error(llm):
-    with pytest.raises(ValueError, match="has no chat template"):
+def test_a_model_without_template_is_a_clear_error(stories_model):
+    llm = LLM(model=stories_model, **ENGINE)  # stories260K has no tokenizer.chat_template
+    with pytest.raises(ValueError, match="has no chat template .*pass chat_template="):
         llm.chat(MESSAGES, GREEDY, use_tqdm=False)
+    # A template given with the request works.
+    assert llm.chat(MESSAGES, GREEDY, chat_template=CHATML, use_tqdm=False)[0].outputs[0].text
+
+
+def test_the_tiny_models_own_template(llm):
+    if not llm.llm_engine._cpp_engine().has_chat_template():
+        pytest.skip("this build's `vellum make-model --shape tiny` writes no chat template")
+    out = llm.chat(MESSAGES, GREEDY, use_tqdm=False)[0]
+    tok = llm.get_tokenizer()
+    assert out.prompt == tok.apply_chat_template(MESSAGES, tokenize=False,
+                                                 add_generation_prompt=True)
+    assert out.prompt_token_ids == tok.apply_chat_template(MESSAGES, add_generation_prompt=True)
+    assert len(out.outputs[0].token_ids) == 8
+
+
+def test_chat_errors(llm):
     with pytest.raises(ValueError, match="Cannot set both `continue_final_message` and "
                                          "`add_generation_prompt` to True."):
         llm.chat(MESSAGES, GREEDY, chat_template=CHATML, continue_final_message=True,
