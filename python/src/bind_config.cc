@@ -55,6 +55,8 @@ void bind_config(py::module_& m) {
       .def_readwrite("kv_cache_memory_bytes", &CacheConfig::kv_cache_memory_bytes)
       .def_readwrite("kv_cache_fraction", &CacheConfig::kv_cache_fraction)
       .def_readwrite("enable_prefix_caching", &CacheConfig::enable_prefix_caching)
+      .def_readwrite("disable_hybrid_kv_cache_manager",
+                     &CacheConfig::disable_hybrid_kv_cache_manager)
       .def_readwrite("swap_space_bytes", &CacheConfig::swap_space_bytes)
       .def_readwrite("num_blocks_override", &CacheConfig::num_blocks_override);
   py::class_<SchedulerConfig>(m, "SchedulerConfig")

@@ -21,6 +21,7 @@ class CacheConfig:
     kv_cache_memory_bytes: int
     kv_cache_fraction: float
     enable_prefix_caching: bool
+    disable_hybrid_kv_cache_manager: bool
     swap_space_bytes: int
     num_blocks_override: int
     def __init__(self) -> None: ...

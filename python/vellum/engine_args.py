@@ -28,6 +28,7 @@ class EngineArgs:
     max_model_len: Optional[int] = None  # default: the model's context length
     block_size: Optional[int] = None  # tokens per KV cache block (16)
     enable_prefix_caching: Optional[bool] = None  # True
+    disable_hybrid_kv_cache_manager: bool = False  # one KV block table for all layers
     swap_space: Optional[float] = None  # GiB of host memory for preemption by swap (0)
     preemption_mode: Optional[str] = None  # recompute | swap
     kv_cache_memory_bytes: Optional[int] = None  # KV cache budget in bytes
@@ -64,6 +65,7 @@ class EngineArgs:
             c.cache.block_size = self.block_size
         if self.enable_prefix_caching is not None:
             c.cache.enable_prefix_caching = self.enable_prefix_caching
+        c.cache.disable_hybrid_kv_cache_manager = self.disable_hybrid_kv_cache_manager
         if self.swap_space is not None:
             if self.swap_space < 0:
                 raise ValueError(f"swap_space must be >= 0 GiB, got {self.swap_space}")
