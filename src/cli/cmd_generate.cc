@@ -35,7 +35,21 @@ struct GenerateOptions {
   bool json_output = false;
   EngineConfig config;
   EngineOptionStrings strings;
+  // Sampling flags; those not given take the model's generation_config defaults.
+  CLI::Option* temperature = nullptr;
+  CLI::Option* top_p = nullptr;
+  CLI::Option* top_k = nullptr;
+  CLI::Option* min_p = nullptr;
 };
+
+// vLLM's default sampling parameters (generation_config.json) for the flags not given.
+void apply_model_defaults(GenerateOptions& o, const SamplingParams& defaults) {
+  if (o.temperature->count() == 0) o.params.temperature = defaults.temperature;
+  if (o.top_p->count() == 0) o.params.top_p = defaults.top_p;
+  if (o.top_k->count() == 0) o.params.top_k = defaults.top_k;
+  if (o.min_p->count() == 0) o.params.min_p = defaults.min_p;
+  o.params.repetition_penalty = defaults.repetition_penalty;
+}
 
 json output_json(const RequestOutput& out) {
   json completions = json::array();
@@ -140,6 +154,7 @@ int run_generate(GenerateOptions& o) {
                "give at least one --prompt TEXT, or --prompts FILE.jsonl");
   if (auto code = run_if_worker_rank(o.config)) return *code;
   auto engine = LLMEngine::create(o.config);
+  apply_model_defaults(o, engine->default_sampling_params());
   if (!o.prompts_file.empty()) return run_jsonl(o, *engine);
 
   const bool stream = o.prompts.size() == 1 && !o.json_output && o.params.n == 1;
@@ -193,10 +208,12 @@ CommandRunner add_generate_command(CLI::App& app) {
                   "JSONL file: one {\"prompt\": ..., sampling fields...} per line");
   cmd->add_option("--output", o->output_file, "JSONL output for --prompts (default: stdout)");
   cmd->add_option("--max-tokens", o->max_tokens, "Tokens to generate per prompt");
-  cmd->add_option("--temperature", o->params.temperature, "Sampling temperature (0: greedy)");
-  cmd->add_option("--top-p", o->params.top_p, "Nucleus sampling mass");
-  cmd->add_option("--top-k", o->params.top_k, "Keep the k most likely tokens (0: off)");
-  cmd->add_option("--min-p", o->params.min_p, "Drop tokens below min_p * max probability");
+  o->temperature = cmd->add_option("--temperature", o->params.temperature,
+                                   "Sampling temperature (0: greedy)");
+  o->top_p = cmd->add_option("--top-p", o->params.top_p, "Nucleus sampling mass");
+  o->top_k = cmd->add_option("--top-k", o->params.top_k, "Keep the k most likely tokens (0: off)");
+  o->min_p = cmd->add_option("--min-p", o->params.min_p,
+                             "Drop tokens below min_p * max probability");
   cmd->add_option("--seed", o->seed, "Per-request random seed");
   cmd->add_option("--n", o->params.n, "Completions per prompt");
   cmd->add_option("--stop", o->params.stop, "Stop string (repeatable)");

@@ -29,6 +29,8 @@ void forward_global_threads(CLI::App& app, const CLI::Option& global) {
   if (target == nullptr || target->count() > 0) return;
   target->add_result(global.as<std::string>());
   target->run_callback();
+}
+
 // Ends the process after a failed command: under mpirun with several ranks, the other ranks may
 // be waiting on this one, so the whole job is aborted (mpirun then exits non-zero).
 int finish(const std::optional<vellum::parallel::MpiSession>& mpi, int exit_code) {

@@ -153,15 +153,25 @@ class LLMEngineImpl final : public LLMEngine {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
     tokenizer::DecodeOptions options;
     options.skip_special_tokens = skip_special_tokens;
-    return require_tokenizer().decode(ids, options);
+    const tokenizer::Tokenizer& tok = require_tokenizer();
+    // Ids past the tokenizer's vocabulary but inside the model's (padded embedding rows of HF
+    // checkpoints, e.g. Qwen's 151936 rows for 151665 tokens) have no text.
+    std::vector<int32_t> known;
+    known.reserve(ids.size());
+    for (int32_t id : ids) {
+      VELLUM_CHECK(id >= 0 && id < vocab_size(), ErrorCode::kInvalidArgument,
+                   "token id {} is out of range: the vocabulary has {} tokens", id, vocab_size());
+      if (id < tok.vocab_size()) known.push_back(id);
+    }
+    return tok.decode(known, options);
   }
   int64_t max_model_len() const override { return max_model_len_; }
   int64_t vocab_size() const override { return loaded_.model->config().vocab_size; }
   std::string token_text(int32_t id) const override {
     const tokenizer::Tokenizer& tok = require_tokenizer();
-    VELLUM_CHECK(id >= 0 && id < tok.vocab_size(), ErrorCode::kInvalidArgument,
-                 "token id {} is out of range: the vocabulary has {} tokens", id,
-                 tok.vocab_size());
+    VELLUM_CHECK(id >= 0 && id < vocab_size(), ErrorCode::kInvalidArgument,
+                 "token id {} is out of range: the vocabulary has {} tokens", id, vocab_size());
+    if (id >= tok.vocab_size()) return std::string();  // a padded embedding row: no text
     return std::string(tok.token_text(id));
   }
   SamplingParams default_sampling_params() const override {

@@ -33,12 +33,21 @@ void OutputProcessor::add_request(const std::string& request_id, const std::stri
     Sequence seq;
     seq.index = static_cast<int32_t>(i);
     if (params.detokenize && tokenizer_ != nullptr) {
-      seq.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(*tokenizer_, options,
-                                                                           prompt_token_ids);
+      seq.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(
+          *tokenizer_, options, tokenizer_ids(prompt_token_ids));
     }
     state.sequences.push_back(std::move(seq));
     seq_to_request_[seq_ids[i]] = {request_id, static_cast<int32_t>(i)};
   }
+}
+
+std::vector<int32_t> OutputProcessor::tokenizer_ids(const std::vector<int32_t>& ids) const {
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id < tokenizer_->vocab_size()) out.push_back(id);
+  }
+  return out;
 }
 
 std::optional<std::string> OutputProcessor::request_of(const std::string& seq_id) const {
@@ -65,7 +74,8 @@ bool OutputProcessor::append_text(RequestState& request, Sequence& seq,
   const size_t num_outputs_before = seq.token_ids.size() - update.new_token_ids.size();
   for (size_t i = 0; i < ids.size(); ++i) {
     const size_t before = seq.text.size();
-    seq.text += seq.detokenizer->step(ids[i]);
+    // Ids past the tokenizer's vocabulary (a model's padded embedding rows) have no text.
+    if (ids[i] < tokenizer_->vocab_size()) seq.text += seq.detokenizer->step(ids[i]);
     const size_t num_output_tokens = num_outputs_before + i + 1;
     // Stop strings are checked once more than min_tokens tokens exist.
     if (params.stop.empty() || static_cast<int64_t>(num_output_tokens) <= params.min_tokens) {

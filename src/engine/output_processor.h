@@ -83,6 +83,10 @@ class OutputProcessor {
   bool append_text(RequestState& request, Sequence& seq, const SequenceUpdate& update);
   RequestOutput make_output(RequestState& request, const std::string& request_id, bool finished);
 
+  // `ids` without those past the tokenizer's vocabulary (padded embedding rows of HF models
+  // whose config vocab_size exceeds the tokenizer's): they have no text.
+  std::vector<int32_t> tokenizer_ids(const std::vector<int32_t>& ids) const;
+
   const tokenizer::Tokenizer* tokenizer_;  // null: no detokenization
   std::unordered_map<std::string, RequestState> requests_;
   std::unordered_map<std::string, std::pair<std::string, int32_t>> seq_to_request_;

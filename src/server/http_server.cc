@@ -360,6 +360,10 @@ void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response&
   auto parsed = parse_tokenize_request(req.body);
   if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
   const TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
+  if (client_.engine().config().model.skip_tokenizer_init) {
+    return send_error(res, ApiError::bad_request("The server was started with "
+                                                 "--skip-tokenizer-init: there is no tokenizer"));
+  }
   if (auto error = check_model(r.model, options_.served_model_name)) {
     return send_error(res, *error);
   }
@@ -392,6 +396,10 @@ void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Respons
   auto parsed = parse_detokenize_request(req.body);
   if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
   const DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
+  if (client_.engine().config().model.skip_tokenizer_init) {
+    return send_error(res, ApiError::bad_request("The server was started with "
+                                                 "--skip-tokenizer-init: there is no tokenizer"));
+  }
   if (auto error = check_model(r.model, options_.served_model_name)) {
     return send_error(res, *error);
   }

@@ -26,6 +26,11 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
   const int64_t vocab_size = engine.vocab_size();
   const int64_t max_model_len = engine.max_model_len();
   if (const auto* text = std::get_if<std::string>(&prompt)) {
+    if (engine.config().model.skip_tokenizer_init) {
+      return ApiError::bad_request(
+          "The server was started with --skip-tokenizer-init: prompts must be token ids",
+          "prompt");
+    }
     input.token_ids = engine.encode(*text, add_special, parse_special);
     input.prompt_text = *text;
   } else {

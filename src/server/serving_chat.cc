@@ -65,7 +65,7 @@ std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingCon
                                 r.stream ? "chat.completion.chunk" : "chat.completion",
                                 static_cast<int64_t>(std::time(nullptr)),
                                 context.served_model_name};
-  if (r.return_tokens_as_token_ids) {
+  if (r.return_tokens_as_token_ids || engine.config().model.skip_tokenizer_init) {
     run->token_text_ = [](int32_t id) { return fmt::format("token_id:{}", id); };
   } else {
     run->token_text_ = [&engine](int32_t id) { return engine.decode({id}, false); };

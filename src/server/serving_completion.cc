@@ -29,7 +29,10 @@ void append_prompt(const RequestOutput& out, std::vector<int32_t>& token_ids,
 }
 
 TokenTextFn make_token_text(const LLMEngine& engine, bool as_token_ids) {
-  if (as_token_ids) return [](int32_t id) { return fmt::format("token_id:{}", id); };
+  // Without a tokenizer (--skip-tokenizer-init) tokens can only be shown by id.
+  if (as_token_ids || engine.config().model.skip_tokenizer_init) {
+    return [](int32_t id) { return fmt::format("token_id:{}", id); };
+  }
   return [&engine](int32_t id) { return engine.decode({id}, false); };
 }
 
@@ -50,7 +53,8 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
     if (auto* error = std::get_if<ApiError>(&input)) return *error;
     EngineInput& ready = std::get<EngineInput>(input);
     // Only echo shows the prompt as text: decode token-id prompts for it alone.
-    if (r.echo && std::holds_alternative<std::vector<int32_t>>(prompt)) {
+    if (r.echo && std::holds_alternative<std::vector<int32_t>>(prompt) &&
+        !engine.config().model.skip_tokenizer_init) {
       ready.prompt_text = engine.decode(ready.token_ids, r.params.skip_special_tokens);
     }
     run->inputs_.push_back(std::move(ready));

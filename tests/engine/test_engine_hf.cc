@@ -171,6 +171,81 @@ TEST(EngineHf, GenerationConfigGivesEosIdsAndSamplingDefaults) {
   EXPECT_THROW(LLMEngine::create(config), Error);
 }
 
+// A small SentencePiece-style tokenizer.json (Metaspace BPE with byte fallback: <unk> <s> </s>,
+// 256 byte tokens, a few merges) and a tokenizer_config.json with BOS/EOS, an added special token
+// and a chat template, written into a copy of the tiny directory.
+fs::path hf_dir_with_tokenizer() {
+  const fs::path dir = testing::temp_dir() / "engine-hf-tokenizer";
+  fs::remove_all(dir);
+  fs::copy(tiny_pair().dir, dir);
+  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    vocab[std::string{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'}] = 3 + b;
+  }
+  const std::vector<std::string> pieces = {"\xE2\x96\x81", "h", "e", "l", "o",
+                                           "\xE2\x96\x81h", "ll", "\xE2\x96\x81he", "llo",
+                                           "\xE2\x96\x81hello"};
+  for (size_t i = 0; i < pieces.size(); ++i) vocab[pieces[i]] = 259 + static_cast<int>(i);
+  vocab["<|end|>"] = 269;
+  nlohmann::json merges = nlohmann::json::array();
+  for (const auto& [left, right] :
+       {std::pair{"\xE2\x96\x81", "h"}, {"l", "l"}, {"\xE2\x96\x81h", "e"}, {"ll", "o"},
+        {"\xE2\x96\x81he", "llo"}}) {
+    merges.push_back(nlohmann::json::array({left, right}));
+  }
+  nlohmann::json added = nlohmann::json::array();
+  for (const auto& [id, content] :
+       {std::pair{0, "<unk>"}, {1, "<s>"}, {2, "</s>"}, {269, "<|end|>"}}) {
+    added.push_back({{"id", id}, {"content", content}, {"special", true}});
+  }
+  nlohmann::json replace = {{"type", "Replace"}, {"content", "\xE2\x96\x81"}};
+  replace["pattern"] = {{"String", " "}};
+  nlohmann::json normalizer = {{"type", "Sequence"}};
+  normalizer["normalizers"] = nlohmann::json::array(
+      {nlohmann::json{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}}, replace});
+  nlohmann::json model = {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true},
+                          {"fuse_unk", true}, {"vocab", vocab}, {"merges", merges}};
+  nlohmann::json root = {{"added_tokens", added}, {"normalizer", normalizer},
+                         {"pre_tokenizer", nullptr}, {"model", model}};
+  std::ofstream(dir / "tokenizer.json") << root.dump();
+  std::ofstream(dir / "tokenizer_config.json")
+      << nlohmann::json{{"add_bos_token", true},
+                        {"bos_token", "<s>"},
+                        {"eos_token", "</s>"},
+                        {"chat_template",
+                         "{% for m in messages %}{{ m['content'] }}<|end|>{% endfor %}"}}
+             .dump();
+  return dir;
+}
+
+TEST(EngineHf, TokenizerJsonAndTokenizerConfigFromTheDirectory) {
+  EngineConfig config = testing::tiny_engine_config(hf_dir_with_tokenizer());
+  auto engine = LLMEngine::create(config);
+  // BOS from tokenizer_config.json, the merges of tokenizer.json: "<s> ▁hello".
+  EXPECT_EQ(engine->encode("hello"), (std::vector<int32_t>{1, 268}));
+  EXPECT_EQ(engine->decode({1, 268, 269}, true), "hello");
+  EXPECT_EQ(engine->token_text(269), "<|end|>");
+  // The model has more rows than the tokenizer's 270 tokens: the rest decode to nothing.
+  ASSERT_GT(engine->vocab_size(), 400);
+  EXPECT_EQ(engine->decode({268, 400}, true), "hello");
+  EXPECT_EQ(engine->token_text(400), "");
+  EXPECT_THROW(engine->decode({static_cast<int32_t>(engine->vocab_size())}, true), Error);
+  ASSERT_TRUE(engine->has_chat_template());
+  ChatTemplateRequest chat;
+  chat.messages_json = R"([{"role": "user", "content": "hello"}])";
+  chat.add_generation_prompt = false;
+  EXPECT_EQ(engine->apply_chat_template(chat), "hello<|end|>");
+  // Text prompts run; the same ids as token-id prompts give the same output.
+  LLM llm(config);
+  const RequestOutput by_text =
+      llm.generate({Prompt(std::string("hello"))}, testing::greedy(6)).at(0);
+  const RequestOutput by_ids =
+      llm.generate({Prompt(std::vector<int32_t>{1, 268})}, testing::greedy(6)).at(0);
+  EXPECT_EQ(by_text.prompt_token_ids, (std::vector<int32_t>{1, 268}));
+  EXPECT_EQ(by_text.outputs.at(0).token_ids, by_ids.outputs.at(0).token_ids);
+}
+
 TEST(EngineHf, ArchCopyMatchesItsGgufTwin) {
   VELLUM_REQUIRE_MODEL_FILE(dir, "arch/hf/gemma3");
   VELLUM_REQUIRE_MODEL_FILE(twin, "arch/gemma3-f16.gguf");

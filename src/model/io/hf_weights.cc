@@ -69,7 +69,6 @@ class Builder {
     used_.insert(hf_name);
     return *t;
   }
-  bool has(const std::string& hf_name) const { return ckpt_.find(hf_name) != nullptr; }
 
   // A tensor used as stored: HF [out, in] is GGML {in, out}, the same bytes.
   void direct(const std::string& hf_name, std::string_view name, std::vector<int64_t> hf_shape) {
