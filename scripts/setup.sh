@@ -10,6 +10,8 @@ packages=(
   libfmt-dev libssl-dev
   # Debian's oneDNN CMake package (dnnl-config.cmake) calls find_package(OpenCL).
   ocl-icd-opencl-dev
+  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes of Debian's clang.
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()
