@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
 launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_TSAN=ON \
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_TSAN=ON -DVELLUM_WERROR=ON \
   -DVELLUM_BUILD_BENCH=OFF "-DVELLUM_TEST_LAYERS=engine;server;benchserve" "${launcher[@]}" \
   >/dev/null
 cmake --build build/tsan -j "$jobs" --target engine_tests server_http_tests \
