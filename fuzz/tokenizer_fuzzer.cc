@@ -57,7 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const std::string decoded =
         tokenizer->decode(ids, {.skip_special_tokens = false, .spaces_between_special_tokens = false});
-    const bool exact = valid && !parse_special;
+    // SentencePiece writes spaces as U+2581, so a literal U+2581 in the text decodes to a space
+    // (as in llama.cpp and sentencepiece itself).
+    const bool exact = valid && !parse_special && text.find("\xE2\x96\x81") == std::string_view::npos;
     if (exact && decoded != text) vellum::fuzz::fail("decode(encode(text)) != text");
     IncrementalDetokenizer detokenizer(
         *tokenizer, DecodeOptions{.skip_special_tokens = false, .spaces_between_special_tokens = false});

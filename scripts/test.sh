@@ -23,6 +23,10 @@ cmake --build build/asan -j "$jobs" --target common_tests gguf_tests core_tests 
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs"
 
+# libFuzzer pass (clang, its own build dir build/fuzz): each target runs 20 s from its seed corpus
+# in fuzz/corpus/ (about 2 minutes in all); a crash, hang or leak fails the run.
+scripts/fuzz.sh "${VELLUM_FUZZ_SECONDS:-20}"
+
 # The whole suite, normal build (engine tests included, with the invariant checks on).
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_WERROR=ON \
   -DVELLUM_INVARIANTS=ON

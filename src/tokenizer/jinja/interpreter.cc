@@ -247,7 +247,10 @@ class Renderer {
                                     args.positional.size()));
     }
     for (const auto& [key, value] : args.keyword) {
-      const bool known = std::any_of(params.begin(), params.end(), [&](const auto& p) { return p.first == key; });
+      // (Not captured by the lambda: clang 14 cannot capture structured bindings.)
+      const std::string& name_given = key;
+      const bool known = std::any_of(params.begin(), params.end(),
+                                     [&](const auto& p) { return p.first == name_given; });
       if (key == "caller" && !known) {
         frame->vars.set("caller", value);
       } else if (!known) {

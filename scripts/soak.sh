@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Soak test (not part of CI): runs `vellum serve` for a while under 64 streaming clients with
+# random cancellations, random sampling parameters and random prompt lengths, then checks:
+#   - no request failed that should have succeeded (cancelled ones aside),
+#   - the KV cache is empty again (kv_cache_usage_perc 0, nothing running or waiting: no leaked
+#     blocks),
+#   - resident memory stayed flat after warm-up (start, peak and end are reported; the end may
+#     exceed the post-warm-up value by at most 10% + 64 MiB),
+#   - p99 inter-token latency is stable: no window after warm-up has a p99 above 3x the first
+#     one's (a shared, noisy machine moves it; a leak or a slowdown grows it).
+#   scripts/soak.sh [DURATION_S (default 1800)] [MODEL (default ../shared/models/stories260K.gguf,
+#                   else a generated tiny model)]
+# Env: CONCURRENCY (64), WARMUP_S (10% of the duration), VELLUM (build/ci/src/cli/vellum),
+#      SERVE_ARGS (extra `vellum serve` options).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration=${1:-1800}
+model=${2:-../shared/models/stories260K.gguf}
+concurrency=${CONCURRENCY:-64}
+warmup=${WARMUP_S:-$((duration / 10))}
+vellum=${VELLUM:-build/ci/src/cli/vellum}
+work=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+if [ ! -x "$vellum" ]; then
+  echo "soak: $vellum not built (cmake --build build/ci --target vellum)" >&2
+  exit 1
+fi
+if [ ! -f "$model" ]; then
+  model=$work/tiny.gguf
+  "$vellum" make-model --shape tiny --dtype q8_0 --seed 1 --output "$model" >/dev/null
+fi
+
+# shellcheck disable=SC2086
+"$vellum" serve "$model" --port 0 --max-num-seqs 64 --kv-cache-memory 256MiB \
+  --served-model-name soak ${SERVE_ARGS:-} 2>"$work/server.log" &
+server=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$work/server.log" | head -n 1)
+  if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
+  sleep 0.2
+done
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$work/server.log"; exit 1; }
+url=http://127.0.0.1:$port
+echo "soak: $model on $url for ${duration}s, $concurrency clients, warm-up ${warmup}s"
+
+node scripts/soak_client.mjs "$url" "$server" "$duration" "$concurrency" "$warmup" \
+  >"$work/report.json"
+sleep 2
+metrics=$(curl -sf "$url/metrics")
+metric() { echo "$metrics" | awk -v name="$1" '$1 ~ "^vellum:"name"[{ ]" || $1 ~ "^vellum:"name"$" {print $2}' | head -n 1; }
+kv=$(metric kv_cache_usage_perc)
+running=$(metric num_requests_running)
+waiting=$(metric num_requests_waiting)
+kill -0 "$server" || { echo "soak: the server died"; cat "$work/server.log"; exit 1; }
+
+cat "$work/report.json"
+echo "after the run: kv_cache_usage_perc=$kv num_requests_running=$running num_requests_waiting=$waiting"
+node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+const [kv, running, waiting] = process.argv.slice(2).map(Number);
+const problems = [];
+if (r.requests.failed > 0) problems.push(`${r.requests.failed} requests failed: ${r.failures[0]}`);
+if (r.requests.ok === 0) problems.push("no request succeeded");
+if (kv !== 0 || running !== 0 || waiting !== 0) problems.push("KV blocks or requests left over");
+const rss = r.rss_kib;
+const base = rss.after_warmup ?? rss.at_start;
+if (rss.end > base * 1.10 + 64 * 1024) problems.push(`RSS grew from ${base} KiB to ${rss.end} KiB`);
+const w = r.itl_windows.filter((x) => x.samples >= 100);
+if (w.length >= 2) {
+  const worst = Math.max(...w.slice(1).map((x) => x.p99_itl_ms));
+  if (worst > 3 * Math.max(1, w[0].p99_itl_ms)) {
+    problems.push(`p99 inter-token latency rose from ${w[0].p99_itl_ms} ms to ${worst} ms`);
+  }
+}
+console.log(`RSS (MiB): start ${(rss.at_start / 1024).toFixed(1)}, after warm-up ` +
+  `${(base / 1024).toFixed(1)}, peak ${(rss.peak / 1024).toFixed(1)}, end ${(rss.end / 1024).toFixed(1)}`);
+console.log("p99 inter-token latency per window (ms): " +
+  r.itl_windows.map((x) => `${x.from_s}s: ${x.p99_itl_ms} (${x.samples})`).join(", "));
+console.log(`requests: ${r.requests.ok} ok, ${r.requests.cancelled} cancelled, ${r.requests.failed} failed`);
+if (problems.length) { console.log("soak: FAILED\n  " + problems.join("\n  ")); process.exit(1); }
+console.log("soak: passed");
+' "$work/report.json" "$kv" "$running" "$waiting"
