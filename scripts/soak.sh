@@ -10,7 +10,8 @@
 #     one's (a shared, noisy machine moves it; a leak or a slowdown grows it).
 #   scripts/soak.sh [DURATION_S (default 1800)] [MODEL (default ../shared/models/stories260K.gguf,
 #                   else a generated tiny model)]
-# Env: CONCURRENCY (64), WARMUP_S (10% of the duration), VELLUM (build/ci/src/cli/vellum),
+# Env: CONCURRENCY (64), WARMUP_S (10% of the duration), KV_CACHE_MEMORY (48MiB),
+#      VELLUM (build/ci/src/cli/vellum),
 #      SERVE_ARGS (extra `vellum serve` options).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +33,11 @@ if [ ! -f "$model" ]; then
   "$vellum" make-model --shape tiny --dtype q8_0 --seed 1 --output "$model" >/dev/null
 fi
 
+# A KV budget small enough that the clients cycle through every block during warm-up: the pool's
+# pages are touched lazily, so a large budget would read as RSS growth (and it exercises
+# preemption under pressure).
 # shellcheck disable=SC2086
-"$vellum" serve "$model" --port 0 --max-num-seqs 64 --kv-cache-memory 256MiB \
+"$vellum" serve "$model" --port 0 --max-num-seqs 64 --kv-cache-memory "${KV_CACHE_MEMORY:-48MiB}" \
   --served-model-name soak ${SERVE_ARGS:-} 2>"$work/server.log" &
 server=$!
 port=""

@@ -32,11 +32,13 @@ function rssKiB() {
 function randomRequest() {
   const length = 1 + Math.floor(rand() * rand() * 150);  // mostly short, some long prompts
   const prompt = Array.from({ length }, () => pick(words)).join(' ');
+  const temperature = pick([0, 0.3, 0.8, 1.2]);
   const body = {
     prompt, stream: true, max_tokens: 1 + Math.floor(rand() * 96),
-    temperature: pick([0, 0.3, 0.8, 1.2]), top_p: pick([1, 0.9, 0.5]),
+    temperature, top_p: pick([1, 0.9, 0.5]),
     top_k: pick([0, -1, 5, 40]), seed: rand() < 0.5 ? Math.floor(rand() * 1000) : undefined,
-    n: rand() < 0.15 ? 2 : 1, presence_penalty: pick([0, 0, 0.5]),
+    // vLLM refuses n > 1 with greedy sampling: only valid requests, so every failure counts.
+    n: temperature > 0 && rand() < 0.15 ? 2 : 1, presence_penalty: pick([0, 0, 0.5]),
     stop: rand() < 0.2 ? [pick(words)] : undefined, ignore_eos: rand() < 0.3,
     stream_options: { include_usage: true },
   };

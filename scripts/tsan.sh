@@ -20,7 +20,7 @@ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_TSA
 cmake --build build/tsan -j "$jobs" --target engine_tests server_http_tests \
   server_hostile_input_tests benchserve_tests
 
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}"
 # One OpenMP thread: the uninstrumented kernels then run on the calling thread only.
 export OMP_NUM_THREADS=1
 build/tsan/tests/engine/engine_tests --gtest_filter='EngineClient.*'
