@@ -174,5 +174,5 @@ def test_shutdown_refuses_new_requests(tiny_model):
 
 
 def test_load_failure_is_an_exception(tmp_path):
-    with pytest.raises(ValueError, match="cannot open model file"):
+    with pytest.raises(ValueError, match="does not exist; pass a GGUF file"):
         AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tmp_path / "missing.gguf")))

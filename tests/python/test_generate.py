@@ -161,7 +161,7 @@ def test_errors_from_the_engine_are_vllms_messages(llm):
 
 
 def test_engine_options_errors(tiny_model, tmp_path):
-    with pytest.raises(OSError, match="cannot open model file '.*missing.gguf'"):
+    with pytest.raises(OSError, match="model '.*missing.gguf' does not exist"):
         LLM(model=str(tmp_path / "missing.gguf"))
     with pytest.raises(ValueError, match="float16"):
         LLM(model=tiny_model, dtype="float16", **ENGINE)
