@@ -21,6 +21,16 @@ void bind_sampling(py::module_& m) {
       .def_readwrite("min_pattern_size", &RepetitionDetectionParams::min_pattern_size)
       .def_readwrite("min_count", &RepetitionDetectionParams::min_count);
 
+  using S = StructuredOutputsParams;
+  py::class_<S>(m, "StructuredOutputsParams")
+      .def(py::init<>())
+      .def_readwrite("json", &S::json)
+      .def_readwrite("regex", &S::regex)
+      .def_readwrite("choice", &S::choice)
+      .def_readwrite("grammar", &S::grammar)
+      .def_readwrite("json_object", &S::json_object)
+      .def_readwrite("disable_any_whitespace", &S::disable_any_whitespace);
+
   using P = SamplingParams;
   py::class_<P>(m, "SamplingParams")
       .def(py::init<>())
@@ -53,6 +63,7 @@ void bind_sampling(py::module_& m) {
       .def_readwrite("truncate_prompt_tokens", &P::truncate_prompt_tokens)
       .def_readwrite("use_beam_search", &P::use_beam_search)
       .def_readwrite("length_penalty", &P::length_penalty)
+      .def_readwrite("structured_outputs", &P::structured_outputs)
       .def("is_greedy", &P::is_greedy)
       .def("output_text_buffer_length", &P::output_text_buffer_length)
       // (param, message) of the first rule broken, None when valid.

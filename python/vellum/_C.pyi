@@ -57,6 +57,15 @@ class RepetitionDetectionParams:
     min_count: int
     def __init__(self) -> None: ...
 
+class StructuredOutputsParams:
+    json: Optional[str]
+    regex: Optional[str]
+    choice: Optional[list[str]]
+    grammar: Optional[str]
+    json_object: bool
+    disable_any_whitespace: bool
+    def __init__(self) -> None: ...
+
 class SamplingParams:
     n: int
     presence_penalty: float
@@ -87,6 +96,7 @@ class SamplingParams:
     truncate_prompt_tokens: Optional[int]
     use_beam_search: bool
     length_penalty: float
+    structured_outputs: Optional[StructuredOutputsParams]
     def __init__(self) -> None: ...
     def is_greedy(self) -> bool: ...
     def output_text_buffer_length(self) -> int: ...

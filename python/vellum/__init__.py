@@ -19,6 +19,7 @@ from .sampling_params import (
     RequestOutputKind,
     SamplingParams,
     SamplingType,
+    StructuredOutputsParams,
 )
 from .tokenizer import Tokenizer
 
@@ -33,6 +34,7 @@ __all__ = [
     "AsyncEngineArgs",
     "EngineDeadError",
     "SamplingParams",
+    "StructuredOutputsParams",
     "BeamSearchParams",
     "RepetitionDetectionParams",
     "RequestOutputKind",

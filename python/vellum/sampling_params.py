@@ -8,6 +8,7 @@ values to that validation, and raises its message as ``ValueError``.
 from __future__ import annotations
 
 import enum
+import json as _json
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -44,10 +45,39 @@ class RepetitionDetectionParams:
     min_count: int = 0
 
 
+@dataclass
+class StructuredOutputsParams:
+    """Constrained decoding (vllm.sampling_params.StructuredOutputsParams): exactly one of
+    ``json`` (a JSON Schema, as a dict or JSON text), ``regex``, ``choice``, ``grammar`` (GBNF)
+    or ``json_object``; the output is then valid against it."""
+
+    json: Optional[Union[str, dict]] = None
+    regex: Optional[str] = None
+    choice: Optional[list[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+    disable_any_whitespace: bool = False
+
+    def _to_cpp(self) -> _C.StructuredOutputsParams:
+        c = _C.StructuredOutputsParams()
+        if self.json is not None:
+            c.json = self.json if isinstance(self.json, str) else _json.dumps(self.json)
+        if self.regex is not None:
+            c.regex = self.regex
+        if self.choice is not None:
+            if isinstance(self.choice, str) or not all(isinstance(x, str) for x in self.choice):
+                raise TypeError("structured_outputs.choice must be a list of strings")
+            c.choice = list(self.choice)
+        if self.grammar is not None:
+            c.grammar = self.grammar
+        c.json_object = bool(self.json_object)
+        c.disable_any_whitespace = bool(self.disable_any_whitespace)
+        return c
+
+
 # vLLM fields whose feature Vellum does not implement: refused when set, never ignored.
 _UNSUPPORTED = {
     "logits_processors": "custom logits processors (Python callables) are not supported",
-    "structured_outputs": "structured outputs (json / regex / choice / grammar) are not supported",
     "guided_decoding": "guided decoding (structured outputs) is not supported",
     "extra_args": "extra_args are not supported",
     "thinking_token_budget": "thinking_token_budget is not supported",
@@ -126,6 +156,7 @@ class SamplingParams:
         bad_words: Optional[list[str]] = None,
         logprob_token_ids: Optional[list[int]] = None,
         repetition_detection: Optional[RepetitionDetectionParams] = None,
+        structured_outputs: Optional[StructuredOutputsParams] = None,
         **unsupported: Any,
     ) -> None:
         for name, value in unsupported.items():
@@ -160,6 +191,7 @@ class SamplingParams:
         self.bad_words = bad_words
         self.logprob_token_ids = logprob_token_ids
         self.repetition_detection = repetition_detection
+        self.structured_outputs = structured_outputs
         self._post_init()
 
     @staticmethod
@@ -266,6 +298,16 @@ class SamplingParams:
             c.min_pattern_size = rd.min_pattern_size
             c.min_count = rd.min_count
             p.repetition_detection = c
+        if self.structured_outputs is not None:
+            so = self.structured_outputs
+            if isinstance(so, dict):
+                so = StructuredOutputsParams(**so)
+            if not isinstance(so, StructuredOutputsParams):
+                raise TypeError(
+                    "structured_outputs must be a StructuredOutputsParams, got "
+                    f"{type(so).__name__}"
+                )
+            p.structured_outputs = so._to_cpp()
         error = p.validate()
         if error is not None:
             param, message = error

@@ -207,3 +207,24 @@ def test_stories_special_tokens(stories_model):
     tok = LLM(model=stories_model, **ENGINE).get_tokenizer()
     assert (tok.bos_token_id, tok.eos_token_id) == (1, 2)
     assert (tok.bos_token, tok.eos_token) == ("<s>", "</s>")
+
+
+def test_structured_outputs_constrain_the_output(llm):
+    import json
+    import re
+
+    from vellum import StructuredOutputsParams
+
+    regex = SamplingParams(temperature=0.8, seed=1, max_tokens=30,
+                           structured_outputs=StructuredOutputsParams(regex="[a-c]{3}-[0-9]{2}"))
+    choice = SamplingParams(temperature=0.8, seed=2, max_tokens=10,
+                            structured_outputs=StructuredOutputsParams(choice=["alpha", "beta"]))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+              "additionalProperties": False}
+    as_json = SamplingParams(temperature=0.8, seed=3, max_tokens=40,
+                             structured_outputs=StructuredOutputsParams(json=schema))
+    outs = llm.generate(["Hello"] * 3, [regex, choice, as_json], use_tqdm=False)
+    assert re.fullmatch("[a-c]{3}-[0-9]{2}", outs[0].outputs[0].text), outs[0].outputs[0].text
+    assert outs[1].outputs[0].text in ("alpha", "beta")
+    value = json.loads(outs[2].outputs[0].text)
+    assert isinstance(value["n"], int) and set(value) == {"n"}

@@ -83,11 +83,24 @@ def test_wrong_types_are_type_errors():
 
 
 def test_unsupported_features_are_refused_not_ignored():
-    with pytest.raises(ValueError, match="structured_outputs: .*not supported by Vellum"):
-        SamplingParams(structured_outputs={"regex": "a+"})
+    with pytest.raises(ValueError, match="guided_decoding: .*not supported by Vellum"):
+        SamplingParams(guided_decoding={"regex": "a+"})
     with pytest.raises(ValueError, match="logits_processors: .*not supported"):
         SamplingParams(logits_processors=[lambda ids, logits: logits])
     SamplingParams(structured_outputs=None)  # the neutral value is accepted
+
+
+def test_structured_outputs_take_exactly_one_constraint():
+    from vellum import StructuredOutputsParams
+
+    SamplingParams(structured_outputs=StructuredOutputsParams(regex="a+"))
+    SamplingParams(structured_outputs={"choice": ["yes", "no"]})
+    with pytest.raises(ValueError):
+        SamplingParams(structured_outputs=StructuredOutputsParams(regex="a+", choice=["a"]))
+    with pytest.raises(ValueError):
+        SamplingParams(structured_outputs=StructuredOutputsParams())
+    with pytest.raises(TypeError, match="StructuredOutputsParams"):
+        SamplingParams(structured_outputs="a+")
 
 
 def test_changes_after_construction_are_validated_when_used(llm):
