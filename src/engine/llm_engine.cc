@@ -272,6 +272,10 @@ class LLMEngineImpl final : public LLMEngine {
   // The sampling rows of a scheduled sequence and of the children forked from it this step;
   // throws what a faulty request throws (nothing is added to rows_ then).
   void add_rows(size_t sched_idx, const core::ScheduledRequest& s, int64_t logits_row);
+  // Finishes every sequence (children, beams) of a request in the scheduler with `status` and
+  // queues their final updates.
+  void finish_sequences(const std::string& request_id, core::RequestStatus status,
+                        const char* finish_reason, std::vector<engine::SequenceUpdate>& updates);
   // Fault injection (testing): throws, out of reach of the per-request isolation, when the
   // sequence matches a fatal fault.
   void throw_if_fatal_fault(const std::string& seq_id) const;
@@ -331,7 +335,7 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   const kernels::KvType kv_type = engine::parse_kv_cache_dtype(config.cache.cache_dtype);
   const model::KvCacheShape shape = model.kv_cache_shape(
       config.cache.block_size, kv_type, !config.cache.disable_hybrid_kv_cache_manager);
-  std::vector<int64_t> group_windows = shape.layout.group_windows;
+  const std::vector<int64_t>& group_windows = shape.layout.group_windows;
   const engine::KvBudget budget =
       engine::agree_kv_budget(groups_, config.cache, shape.bytes_per_block(), max_model_len_,
                               config.scheduler.max_num_seqs, group_windows,
@@ -627,6 +631,19 @@ bool LLMEngineImpl::abort_request(const std::string& request_id) {
   return true;
 }
 
+void LLMEngineImpl::finish_sequences(const std::string& request_id, core::RequestStatus status,
+                                     const char* finish_reason,
+                                     std::vector<engine::SequenceUpdate>& updates) {
+  for (const auto& [seq_id, state] : sequences_) {
+    if (output_.request_of(seq_id) != request_id) continue;
+    scheduler_->finish_request(seq_id, status);
+    engine::SequenceUpdate u;
+    u.seq_id = seq_id;
+    u.finish_reason = finish_reason;
+    updates.push_back(std::move(u));
+  }
+}
+
 std::vector<RequestOutput> LLMEngineImpl::step() {
   // Aborts: finish every child in the scheduler; their final outputs come from update_from_output.
   std::vector<engine::SequenceUpdate> updates;
@@ -636,15 +653,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       beam_outputs.push_back(finish_beam_group(request_id, true));
       continue;
     }
-    for (const auto& [seq_id, state] : sequences_) {
-      if (output_.request_of(seq_id) == request_id) {
-        scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedAborted);
-        engine::SequenceUpdate u;
-        u.seq_id = seq_id;
-        u.finish_reason = "abort";
-        updates.push_back(std::move(u));
-      }
-    }
+    finish_sequences(request_id, core::RequestStatus::kFinishedAborted, "abort", updates);
   }
   pending_aborts_.clear();
 
@@ -812,15 +821,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   }
   // Finished before the update, which then skips them (their KV was written, and is freed).
   for (const std::string& request_id : failed_requests_) {
-    for (const auto& [seq_id, state] : sequences_) {
-      if (output_.request_of(seq_id) == request_id) {
-        scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedError);
-        engine::SequenceUpdate u;
-        u.seq_id = seq_id;
-        u.finish_reason = "error";
-        updates.push_back(std::move(u));
-      }
-    }
+    finish_sequences(request_id, core::RequestStatus::kFinishedError, "error", updates);
   }
   failed_requests_.clear();
   const std::vector<core::EngineCoreOutput> core_outputs =

@@ -91,7 +91,7 @@ TEST_P(ServeChatFamily, RendersTheTemplateAndStopsAtTheEndOfTurn) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 1);
   EXPECT_EQ(body["usage"]["prompt_tokens"], static_cast<int>(ids.size()));
 
-  // Without the bias the same request runs to its length limit (random weights rarely stop).
+  // Biased away from the end-of-turn token, the same request runs to its length limit.
   res = http.Post("/v1/chat/completions",
                   json{{"messages", messages}, {"max_completion_tokens", 4}, {"temperature", 0},
                        {"logit_bias", {{std::to_string(end_of_turn), -100}}}}
