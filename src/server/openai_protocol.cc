@@ -137,7 +137,8 @@ ordered_json parse_body(const std::string& body) {
   ordered_json j;
   try {
     j = ordered_json::parse(body);
-  } catch (const ordered_json::parse_error& e) {
+  } catch (const ordered_json::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number no double holds (1E400).
     throw RequestError{ApiError::invalid_request(
         fmt::format("The request body is not valid JSON: {}", e.what()))};
   }

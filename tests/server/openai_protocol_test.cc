@@ -54,6 +54,8 @@ TEST(ServerProtocolTest, CompletionErrorsHaveVllmStatusTypeAndParam) {
   const ErrorCase cases[] = {
       {"malformed json", R"({"prompt": "x",)", 400, "Bad Request", nullptr, "not valid JSON"},
       {"not an object", R"(["x"])", 400, "Bad Request", nullptr, "JSON object"},
+      {"number out of range", R"({"prompt": "x", "max_tokens": 1E400})", 400, "Bad Request",
+       nullptr, "not valid JSON"},
       {"missing prompt", R"({"model": "m"})", 400, "BadRequestError", "prompt",
        "Either prompt or prompt_embeds must be provided and non-empty."},
       {"empty prompt list", R"({"prompt": []})", 400, "BadRequestError", "prompt",
