@@ -94,6 +94,11 @@ class LLMEngine {
   // model's generation_config.json applied (--generation-config auto); front ends start from it
   // for the fields a request does not set.
   virtual SamplingParams default_sampling_params() const = 0;
+  // generation_config.json's max_new_tokens (vLLM's default_sampling_params["max_tokens"]): the
+  // server caps every request's max_tokens with it, as vLLM's get_max_tokens does, and a request
+  // without max_tokens gets it. nullopt when the model sets none (GGUF files, --generation-config
+  // vllm); default_sampling_params().max_tokens is this value when set.
+  virtual std::optional<int64_t> default_max_tokens() const = 0;
 
   // True when a chat template is available (--chat-template, else the model's own).
   virtual bool has_chat_template() const = 0;

@@ -47,7 +47,11 @@ void bind_config(py::module_& m) {
       .def_readwrite("dtype", &ModelConfig::dtype)
       .def_readwrite("max_model_len", &ModelConfig::max_model_len)
       .def_readwrite("chat_template", &ModelConfig::chat_template)
-      .def_readwrite("served_model_name", &ModelConfig::served_model_name);
+      .def_readwrite("served_model_name", &ModelConfig::served_model_name)
+      .def_readwrite("load_format", &ModelConfig::load_format)
+      .def_readwrite("tokenizer", &ModelConfig::tokenizer)
+      .def_readwrite("skip_tokenizer_init", &ModelConfig::skip_tokenizer_init)
+      .def_readwrite("generation_config", &ModelConfig::generation_config);
   py::class_<CacheConfig>(m, "CacheConfig")
       .def(py::init<>())
       .def_readwrite("block_size", &CacheConfig::block_size)

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "bindings.h"
 #include "vellum/engine.h"
@@ -51,6 +52,25 @@ class EventNotifier {
  private:
   int fd_;
 };
+
+// vLLM's ModelConfig.get_diff_sampling_param(): the sampling fields the model's
+// generation_config.json sets, by SamplingParams name, for LLM.get_default_sampling_params().
+py::dict diff_sampling_params(const LLMEngine& engine) {
+  const SamplingParams base;
+  const SamplingParams model = engine.default_sampling_params();
+  py::dict out;
+  if (model.temperature != base.temperature) out["temperature"] = model.temperature;
+  if (model.top_p != base.top_p) out["top_p"] = model.top_p;
+  if (model.top_k != base.top_k) out["top_k"] = model.top_k;
+  if (model.min_p != base.min_p) out["min_p"] = model.min_p;
+  if (model.repetition_penalty != base.repetition_penalty) {
+    out["repetition_penalty"] = model.repetition_penalty;
+  }
+  if (const std::optional<int64_t> max_tokens = engine.default_max_tokens()) {
+    out["max_tokens"] = *max_tokens;
+  }
+  return out;
+}
 
 ChatTemplateRequest make_chat_request(std::string messages_json, std::string tools_json,
                                       std::string kwargs_json, std::string chat_template,
@@ -117,6 +137,8 @@ void bind_engine_queries(Class& c, GetEngine get) {
           py::arg("messages_json"), py::arg("tools_json") = "", py::arg("kwargs_json") = "",
           py::arg("chat_template") = "", py::arg("add_generation_prompt") = true,
           py::arg("continue_final_message") = false)
+      .def("diff_sampling_params",
+           [get](typename Class::type& self) { return diff_sampling_params(get(self)); })
       .def("config", [get](typename Class::type& self) { return get(self).config(); });
 }
 

@@ -209,6 +209,8 @@ class _EngineQueries:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
     ) -> str: ...
+    def diff_sampling_params(self) -> dict[str, Union[int, float]]:
+        """The sampling fields generation_config.json sets (vLLM's get_diff_sampling_param)."""
     def config(self) -> EngineConfig: ...
 
 class LLMEngine(_EngineQueries):

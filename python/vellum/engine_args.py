@@ -19,10 +19,15 @@ class EngineArgs:
     does not implement are refused with a ValueError when set to anything but their neutral value.
     """
 
-    model: str = ""
-    tokenizer: Optional[str] = None  # only the tokenizer inside the GGUF file (None or the model)
+    model: str = ""  # a GGUF file or a Hugging Face model directory
+    # a Hugging Face directory (tokenizer.json), a tokenizer.json or a GGUF file; None: the model's
+    tokenizer: Optional[str] = None
     tokenizer_mode: str = "auto"
-    trust_remote_code: bool = False  # GGUF files run no code; accepted for compatibility
+    skip_tokenizer_init: bool = False  # token-id prompts only, no output text
+    load_format: str = "auto"  # auto | gguf | safetensors
+    # auto: the model directory's generation_config.json; vllm: none; or a directory holding one
+    generation_config: str = "auto"
+    trust_remote_code: bool = False  # model files run no code here; accepted for compatibility
     dtype: str = "auto"  # auto | bfloat16 | float32
     kv_cache_dtype: str = "auto"  # auto | fp32 | fp16 | bf16 (also f32 / float32, ...)
     max_model_len: Optional[int] = None  # default: the model's context length
@@ -56,6 +61,11 @@ class EngineArgs:
         c = _C.EngineConfig()
         c.model.model = os.fspath(self.model)
         c.model.dtype = self.dtype
+        if self.tokenizer is not None:
+            c.model.tokenizer = os.fspath(self.tokenizer)
+        c.model.skip_tokenizer_init = bool(self.skip_tokenizer_init)
+        c.model.load_format = self.load_format
+        c.model.generation_config = os.fspath(self.generation_config)
         if self.max_model_len is not None:
             c.model.max_model_len = self.max_model_len
         if self.served_model_name is not None:
@@ -99,16 +109,17 @@ class EngineArgs:
 
     def _refuse_unsupported(self) -> None:
         if not self.model:
-            raise ValueError("model is required: the path of a GGUF file")
-        if self.tokenizer is not None and os.fspath(self.tokenizer) != os.fspath(self.model):
             raise ValueError(
-                f"tokenizer={self.tokenizer!r}: Vellum uses the tokenizer stored in the GGUF "
-                f"file; leave tokenizer unset"
-            )
+                "model is required: the path of a GGUF file or a Hugging Face model directory")
         if self.tokenizer_mode not in ("auto", "slow"):
             raise ValueError(
-                f"tokenizer_mode={self.tokenizer_mode!r} is not supported; Vellum uses the GGUF "
-                f"file's tokenizer (leave tokenizer_mode='auto')"
+                f"tokenizer_mode={self.tokenizer_mode!r} is not supported; Vellum has one "
+                f"tokenizer implementation (leave tokenizer_mode='auto')"
+            )
+        if self.load_format not in ("auto", "gguf", "safetensors"):
+            raise ValueError(
+                f"load_format={self.load_format!r} is not supported; use 'auto', 'gguf' or "
+                f"'safetensors'"
             )
         if self.tensor_parallel_size != 1 or self.pipeline_parallel_size != 1:
             raise ValueError(

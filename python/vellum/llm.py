@@ -40,7 +40,8 @@ class LLM:
         return self.llm_engine.get_tokenizer()
 
     def get_default_sampling_params(self) -> SamplingParams:
-        return SamplingParams()
+        """SamplingParams() with the model's generation_config.json fields applied (vLLM's)."""
+        return SamplingParams(**self.llm_engine.get_diff_sampling_param())
 
     # ---- generate ------------------------------------------------------------------------------
 

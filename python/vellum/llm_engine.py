@@ -153,6 +153,12 @@ class LLMEngine:
     def get_tokenizer(self) -> Tokenizer:
         return self._tokenizer
 
+    def get_diff_sampling_param(self) -> dict[str, Any]:
+        """The sampling fields the model's generation_config.json sets (temperature, top_p, top_k,
+        min_p, repetition_penalty, max_tokens from max_new_tokens); empty with
+        generation_config="vllm" or a GGUF file."""
+        return dict(self._engine.diff_sampling_params())
+
     def get_stats(self) -> _C.EngineStats:
         """Running / waiting counts, KV cache usage, prefix cache and token counters."""
         return self._engine.stats()

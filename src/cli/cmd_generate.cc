@@ -40,10 +40,19 @@ struct GenerateOptions {
   CLI::Option* top_p = nullptr;
   CLI::Option* top_k = nullptr;
   CLI::Option* min_p = nullptr;
+  CLI::Option* max_tokens_flag = nullptr;
 };
 
 // vLLM's default sampling parameters (generation_config.json) for the flags not given.
-void apply_model_defaults(GenerateOptions& o, const SamplingParams& defaults) {
+// generation_config's max_new_tokens replaces the 128 default of --max-tokens (an explicit value
+// wins, as a SamplingParams given to vLLM's LLM.generate does).
+void apply_model_defaults(GenerateOptions& o, const LLMEngine& engine) {
+  const SamplingParams defaults = engine.default_sampling_params();
+  if (o.max_tokens_flag->count() == 0) {
+    if (const std::optional<int64_t> max_tokens = engine.default_max_tokens()) {
+      o.params.max_tokens = *max_tokens;
+    }
+  }
   if (o.temperature->count() == 0) o.params.temperature = defaults.temperature;
   if (o.top_p->count() == 0) o.params.top_p = defaults.top_p;
   if (o.top_k->count() == 0) o.params.top_k = defaults.top_k;
@@ -154,7 +163,7 @@ int run_generate(GenerateOptions& o) {
                "give at least one --prompt TEXT, or --prompts FILE.jsonl");
   if (auto code = run_if_worker_rank(o.config)) return *code;
   auto engine = LLMEngine::create(o.config);
-  apply_model_defaults(o, engine->default_sampling_params());
+  apply_model_defaults(o, *engine);
   if (!o.prompts_file.empty()) return run_jsonl(o, *engine);
 
   const bool stream = o.prompts.size() == 1 && !o.json_output && o.params.n == 1;
@@ -207,7 +216,9 @@ CommandRunner add_generate_command(CLI::App& app) {
   cmd->add_option("--prompts", o->prompts_file,
                   "JSONL file: one {\"prompt\": ..., sampling fields...} per line");
   cmd->add_option("--output", o->output_file, "JSONL output for --prompts (default: stdout)");
-  cmd->add_option("--max-tokens", o->max_tokens, "Tokens to generate per prompt");
+  o->max_tokens_flag = cmd->add_option(
+      "--max-tokens", o->max_tokens,
+      "Tokens to generate per prompt (default: the model's max_new_tokens, else 128)");
   o->temperature = cmd->add_option("--temperature", o->params.temperature,
                                    "Sampling temperature (0: greedy)");
   o->top_p = cmd->add_option("--top-p", o->params.top_p, "Nucleus sampling mass");

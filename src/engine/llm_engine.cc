@@ -177,6 +177,9 @@ class LLMEngineImpl final : public LLMEngine {
   SamplingParams default_sampling_params() const override {
     return generation_.default_params;
   }
+  std::optional<int64_t> default_max_tokens() const override {
+    return generation_.max_new_tokens;
+  }
   std::optional<int32_t> bos_token_id() const override {
     return tokenizer_ ? tokenizer_->bos_id() : std::nullopt;
   }

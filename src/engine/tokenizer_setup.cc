@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -128,7 +129,12 @@ GenerationConfig load_generation_config(const ModelConfig& config,
   if (auto v = number("top_k", 50.0)) p.top_k = static_cast<int64_t>(*v);
   if (auto v = number("min_p", -1.0)) p.min_p = *v;
   if (auto v = number("repetition_penalty", 1.0)) p.repetition_penalty = *v;
-  if (auto v = number("max_new_tokens", -1.0)) p.max_tokens = static_cast<int64_t>(*v);
+  if (auto v = number("max_new_tokens", -1.0)) {
+    VELLUM_CHECK(*v >= 1 && *v == std::floor(*v) && *v < 9.0e18, ErrorCode::kInvalidModel,
+                 "{}: \"max_new_tokens\" must be a positive integer, got {}", path.string(), *v);
+    out.max_new_tokens = static_cast<int64_t>(*v);
+    p.max_tokens = out.max_new_tokens;
+  }
   return out;
 }
 

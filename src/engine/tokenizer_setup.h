@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct GenerationConfig {
   // SamplingParams{} with the fields generation_config.json sets (vLLM's "diff sampling
   // params": temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens -> max_tokens).
   SamplingParams default_params;
+  std::optional<int64_t> max_new_tokens;  // also default_params.max_tokens when set
   std::vector<std::string> overridden;  // "temperature=0.6", ... for the start-up log
 };
 

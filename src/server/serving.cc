@@ -69,11 +69,15 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
         "input_tokens");
   }
 
-  // vLLM's get_max_tokens: the request's value capped by what the context leaves (a value below
-  // 1 stays for validate() to reject).
+  // vLLM's get_max_tokens: the smallest of the request's value, what the context leaves and the
+  // model's generation_config max_new_tokens (a value below 1 stays for validate() to reject).
   input.params = params;
   const int64_t room = max_model_len - prompt_len;
-  input.params.max_tokens = std::min(params.max_tokens.value_or(room), room);
+  int64_t max_tokens = std::min(params.max_tokens.value_or(room), room);
+  if (const std::optional<int64_t> cap = engine.default_max_tokens()) {
+    max_tokens = std::min(max_tokens, *cap);
+  }
+  input.params.max_tokens = max_tokens;
 
   if (auto error = input.params.validate()) {
     return ApiError::bad_request(error->message, error->param);

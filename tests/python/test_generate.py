@@ -3,11 +3,13 @@ stop strings and ids, errors."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
 
 import pytest
 
-from conftest import ENGINE, cli_generate
+from conftest import ENGINE, cli_generate, make_model, vellum_cli
 from vellum import LLM, Logprob, SamplingParams
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
@@ -135,6 +137,46 @@ def test_max_tokens_finish_reason_and_defaults(llm):
     assert out.num_cached_tokens is not None
 
 
+def test_hugging_face_directory_with_a_tokenizer_from_elsewhere(llm, tiny_model, tmp_path):
+    model = make_model(tmp_path / "tiny-hf", "--format", "hf")  # the same weights, no tokenizer
+    with pytest.raises(ValueError, match="no tokenizer.json"):
+        LLM(model=model, **ENGINE)
+    hf = LLM(model=model, tokenizer=tiny_model, load_format="safetensors", **ENGINE)
+    greedy = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    got = hf.generate("Hello world", greedy, use_tqdm=False)[0].outputs[0]
+    want = llm.generate("Hello world", greedy, use_tqdm=False)[0].outputs[0]
+    assert got.token_ids == want.token_ids and got.text == want.text
+
+
+def test_generation_config_sets_the_default_sampling_params(tiny_model, tmp_path):
+    model = tmp_path / "tiny-hf"
+    make_model(model, "--format", "hf")
+    (model / "generation_config.json").write_text(
+        json.dumps({"temperature": 0.6, "top_k": 20, "max_new_tokens": 5}))
+    llm = LLM(model=str(model), skip_tokenizer_init=True, **ENGINE)
+    assert llm.llm_engine.get_diff_sampling_param() == {
+        "temperature": 0.6, "top_k": 20, "max_tokens": 5}
+    defaults = llm.get_default_sampling_params()
+    assert (defaults.temperature, defaults.top_k, defaults.max_tokens) == (0.6, 20, 5)
+    out = llm.generate({"prompt_token_ids": [1, 5, 9]}, use_tqdm=False)[0].outputs[0]
+    assert len(out.token_ids) <= 5  # SamplingParams(): the model's max_new_tokens, not 16
+
+    # `vellum generate` without --max-tokens takes it too (an explicit --max-tokens wins).
+    def cli_tokens(*extra: str) -> int:
+        out = subprocess.run(
+            [vellum_cli(), "generate", "--model", str(model), "--tokenizer", tiny_model,
+             "--prompt", "Hello", "--ignore-eos", "--json", "--kv-cache-memory", "64MiB",
+             "--threads", "1", *extra], check=True, capture_output=True, text=True)
+        return len(json.loads(out.stdout)["generated_token_ids"])
+
+    assert cli_tokens() == 5
+    assert cli_tokens("--max-tokens", "9") == 9
+    # generation_config="vllm" ignores the file: vLLM's own defaults.
+    plain = LLM(model=str(model), skip_tokenizer_init=True, generation_config="vllm", **ENGINE)
+    assert plain.llm_engine.get_diff_sampling_param() == {}
+    assert plain.get_default_sampling_params().max_tokens == 16
+
+
 def test_truncate_prompt_tokens(llm):
     ids = llm.get_tokenizer().encode("one two three four five six seven")
     out = llm.generate("one two three four five six seven",
@@ -167,8 +209,13 @@ def test_engine_options_errors(tiny_model, tmp_path):
         LLM(model=tiny_model, dtype="float16", **ENGINE)
     with pytest.raises(ValueError, match="gpu_memory_utilization is a GPU option"):
         LLM(model=tiny_model, gpu_memory_utilization=0.9)
-    with pytest.raises(ValueError, match="tokenizer stored in the GGUF"):
-        LLM(model=tiny_model, tokenizer="meta-llama/Llama-2-7b-hf")
+    # A hub name is not a local path: nothing is downloaded.
+    with pytest.raises(OSError, match="'meta-llama/Llama-2-7b-hf' does not exist"):
+        LLM(model=tiny_model, tokenizer="meta-llama/Llama-2-7b-hf", **ENGINE)
+    with pytest.raises(ValueError, match="load_format='pt' is not supported"):
+        LLM(model=tiny_model, load_format="pt")
+    with pytest.raises(ValueError, match="--load-format is safetensors"):
+        LLM(model=tiny_model, load_format="safetensors", **ENGINE)
     with pytest.raises(TypeError, match="unexpected keyword arguments \\['not_an_option'\\]"):
         LLM(model=tiny_model, not_an_option=1)
 
@@ -210,7 +257,6 @@ def test_stories_special_tokens(stories_model):
 
 
 def test_structured_outputs_constrain_the_output(llm):
-    import json
     import re
 
     from vellum import StructuredOutputsParams
