@@ -13,6 +13,10 @@ class ModelConfig:
     max_model_len: int
     chat_template: str
     served_model_name: str
+    load_format: str
+    tokenizer: str
+    skip_tokenizer_init: bool
+    generation_config: str
     def __init__(self) -> None: ...
 
 class CacheConfig:
