@@ -63,6 +63,11 @@ struct StructuredOutputsParams {
   bool json_object = false;                        // any JSON object
   // JSON kinds: no free whitespace; ", " and ": " separate members.
   bool disable_any_whitespace = false;
+  // A reasoning model's end-of-reasoning marker (the server's --reasoning-parser sets it to the
+  // ids of "</think>"; vLLM's reasoner): the constraint applies only after the first occurrence
+  // in the output, or from the first token when the prompt already holds one. Empty: from the
+  // first token.
+  std::vector<int32_t> reasoning_end_token_ids;
 
   // How many of json, regex, choice, grammar and json_object are set (valid: exactly 1).
   int num_constraints() const {

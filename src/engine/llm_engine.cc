@@ -67,6 +67,24 @@ core::SchedulerConfig scheduler_config_from(const EngineConfig& config, int64_t 
   return out;
 }
 
+// A request's structured-outputs constraint: its grammar and, under a reasoning parser, where
+// the constrained part of the output starts (after the end-of-reasoning marker).
+struct Constraint {
+  std::shared_ptr<structured::CompiledGrammar> grammar;
+  std::vector<int32_t> reasoning_end;  // empty: constrained from the first token
+  bool reasoning_ended_in_prompt = false;
+
+  // The offset in `outputs` from which the grammar applies; nullopt while still reasoning (the
+  // output is unconstrained until the marker, as in vLLM).
+  std::optional<size_t> start_in(std::span<const int32_t> outputs) const {
+    if (reasoning_end.empty() || reasoning_ended_in_prompt) return 0;
+    const auto it = std::search(outputs.begin(), outputs.end(), reasoning_end.begin(),
+                                reasoning_end.end());
+    if (it == outputs.end()) return std::nullopt;
+    return static_cast<size_t>(it - outputs.begin()) + reasoning_end.size();
+  }
+};
+
 // Per child sequence: its sampling params, seeded generator and the ids min_tokens masks.
 // Lives in an unordered_map (stable addresses): SamplingRow spans point into it during sample().
 struct SequenceState {
@@ -78,6 +96,7 @@ struct SequenceState {
   std::vector<int32_t> extra_stop_token_ids;
   // Structured outputs: where the output stands in its grammar, and this step's mask (kept here
   // so the SamplingRow's span stays valid through sample()).
+  Constraint constraint;
   std::optional<structured::Matcher> matcher;
   std::vector<uint64_t> mask;
   bool matcher_error_logged = false;
@@ -230,7 +249,7 @@ class LLMEngineImpl final : public LLMEngine {
   std::unique_ptr<structured::GrammarCache> grammar_cache_;
   // Beam search under a constraint: the group's grammar (by request id) and each live beam's
   // matcher (by beam seq id).
-  std::unordered_map<std::string, std::shared_ptr<structured::CompiledGrammar>> beam_grammars_;
+  std::unordered_map<std::string, Constraint> beam_grammars_;
   std::unordered_map<std::string, structured::Matcher> beam_matchers_;
   std::vector<std::string> pending_aborts_;
   // Requests that threw while their step was being set up: they end with finish reason
@@ -492,11 +511,18 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   if (params.use_beam_search && params.prompt_logprobs.has_value()) {
     return std::string("prompt_logprobs is not supported with beam search");
   }
-  std::shared_ptr<structured::CompiledGrammar> grammar;
+  Constraint constraint;
   if (params.structured_outputs.has_value()) {
     auto compiled = compile_constraint(*params.structured_outputs);
     if (auto* error = std::get_if<std::string>(&compiled)) return *error;
-    grammar = std::get<std::shared_ptr<structured::CompiledGrammar>>(std::move(compiled));
+    constraint.grammar = std::get<std::shared_ptr<structured::CompiledGrammar>>(std::move(compiled));
+    constraint.reasoning_end = params.structured_outputs->reasoning_end_token_ids;
+    for (int32_t id : constraint.reasoning_end) {
+      if (id < 0 || id >= vocab_size()) {
+        return "structured_outputs: the end-of-reasoning token id " + std::to_string(id) +
+               " is out of vocabulary (size " + std::to_string(vocab_size()) + ")";
+      }
+    }
   }
 
   std::string prompt_text;
@@ -513,6 +539,11 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
                std::to_string(vocab_size()) + ")";
       }
     }
+  }
+  if (!constraint.reasoning_end.empty()) {
+    constraint.reasoning_ended_in_prompt =
+        std::search(prompt_ids.begin(), prompt_ids.end(), constraint.reasoning_end.begin(),
+                    constraint.reasoning_end.end()) != prompt_ids.end();
   }
   const int prompt_len = static_cast<int>(prompt_ids.size());
   if (auto error = core::validate_prompt_len(prompt_len, static_cast<int>(max_model_len_))) {
@@ -552,7 +583,7 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   }
   if (params.use_beam_search) {
     rp.lockstep_group = true;
-    if (grammar) beam_grammars_[request_id] = grammar;
+    if (constraint.grammar) beam_grammars_[request_id] = constraint;
     return add_beam_search(request_id, prompt_text, prompt_ids, params, rp, max_tokens);
   }
   // n > 1 fans out into child sequences "i_<id>" (spec §2.9). Only child 0 runs the prompt; when
@@ -571,7 +602,10 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
         sequences_.emplace(seq_ids[static_cast<size_t>(i)], SequenceState(child)).first->second;
     state.eos_token_id = eos_id_.value_or(-1);
     state.extra_stop_token_ids = extra_eog_ids_;
-    if (grammar) state.matcher.emplace(grammar);
+    if (constraint.grammar) {
+      state.constraint = constraint;
+      state.matcher.emplace(constraint.grammar);
+    }
   }
   scheduler_->add_request(std::make_shared<core::Request>(seq_ids[0], prompt_ids, rp, hasher_));
   if (n > 1) pending_forks_[seq_ids[0]].assign(seq_ids.begin() + 1, seq_ids.end());
@@ -923,10 +957,12 @@ sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
   row.output_token_ids = outputs;
   row.eos_token_id = state.eos_token_id;
   row.extra_stop_token_ids = state.extra_stop_token_ids;
-  if (state.matcher) {
+  const std::optional<size_t> constrained_from =
+      state.matcher ? state.constraint.start_in(outputs) : std::nullopt;
+  if (constrained_from) {
     // The matcher follows the output itself, so preemption, prefix caching and forks need
     // nothing here: a resumed or forked sequence is replayed from its own tokens.
-    state.matcher->sync(outputs);
+    state.matcher->sync(outputs.subspan(*constrained_from));
     const std::span<const uint64_t> mask = state.matcher->mask();
     if (!state.matcher->error().empty() && !state.matcher_error_logged) {
       state.matcher_error_logged = true;
@@ -1004,12 +1040,15 @@ void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
       const int64_t row = row_of_beam.at(g.live()[b].seq_id).second;
       std::memcpy(beam_logits_.data() + b * static_cast<size_t>(vocab), logits.data() + row * vocab,
                   static_cast<size_t>(vocab) * sizeof(float));
-      if (auto grammar = beam_grammars_.find(request_id); grammar != beam_grammars_.end()) {
+      if (auto c = beam_grammars_.find(request_id); c != beam_grammars_.end()) {
         const engine::BeamSearchGroup::Beam& beam = g.live()[b];
-        auto matcher = beam_matchers_.try_emplace(beam.seq_id, grammar->second).first;
-        matcher->second.sync(beam.output_ids);
-        sampling::apply_token_bitmask(beam_logits_.data() + b * static_cast<size_t>(vocab), vocab,
-                                      matcher->second.mask());
+        const std::span<const int32_t> outputs(beam.output_ids);
+        if (const std::optional<size_t> from = c->second.start_in(outputs)) {
+          auto matcher = beam_matchers_.try_emplace(beam.seq_id, c->second.grammar).first;
+          matcher->second.sync(outputs.subspan(*from));
+          sampling::apply_token_bitmask(beam_logits_.data() + b * static_cast<size_t>(vocab),
+                                        vocab, matcher->second.mask());
+        }
       }
     }
     engine::BeamSearchGroup::StepResult step = g.step(beam_logits_.data(), vocab);

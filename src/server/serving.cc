@@ -94,6 +94,15 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
   return input;
 }
 
+void constrain_after_reasoning(const LLMEngine& engine, const std::string& reasoning_parser,
+                               SamplingParams& params) {
+  if (reasoning_parser.empty() || !params.structured_outputs.has_value() ||
+      engine.config().model.skip_tokenizer_init) {
+    return;
+  }
+  params.structured_outputs->reasoning_end_token_ids = engine.encode("</think>", false, true);
+}
+
 EngineRequestGroup::~EngineRequestGroup() { abort_all(); }
 
 void EngineRequestGroup::submit(const std::string& request_id, const EngineInput& input,

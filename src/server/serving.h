@@ -68,6 +68,13 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
                                                          const SamplingParams& params,
                                                          bool add_special, bool parse_special);
 
+// Structured outputs under --reasoning-parser: the constraint starts after the reasoning, at the
+// first "</think>" of the output (or at once when the prompt holds one), as vLLM's reasoner does,
+// so the model thinks freely and then answers in the constrained form. No-op without a reasoning
+// parser, without structured outputs or without a tokenizer.
+void constrain_after_reasoning(const LLMEngine& engine, const std::string& reasoning_parser,
+                               SamplingParams& params);
+
 // The engine requests of one API request (one per prompt). Destroying the group aborts whatever
 // has not finished, so a request whose HTTP client vanished never keeps its KV blocks.
 class EngineRequestGroup {

@@ -57,6 +57,7 @@ std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingCon
   std::unique_ptr<ChatRun> run(new ChatRun(context, std::move(request)));
   run->output_options_ = std::move(output_options);
   ChatCompletionRequest& r = run->request_;
+  constrain_after_reasoning(engine, context.chat_parsers.reasoning_parser, r.params);
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, true);
   if (auto* error = std::get_if<ApiError>(&input)) return *error;

@@ -47,6 +47,7 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
   const LLMEngine& engine = context.client->engine();
   std::unique_ptr<CompletionRun> run(new CompletionRun(context, std::move(request)));
   CompletionRequest& r = run->request_;
+  constrain_after_reasoning(engine, context.chat_parsers.reasoning_parser, r.params);
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   for (const Prompt& prompt : r.prompts) {
     auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, false);

@@ -179,6 +179,61 @@ TEST(EngineStructured, ParallelSamplingBeamSearchPrefixCachingAndPreemption) {
   EXPECT_GT(tally.finished, 0);
 }
 
+// Under a reasoning parser the constraint starts after the end-of-reasoning marker: the output
+// runs free (here: greedy, so exactly the unconstrained run) up to the marker's first occurrence,
+// then follows the constraint; with the marker already in the prompt it applies from the start.
+TEST(EngineStructured, ReasoningEndsBeforeTheConstraintStarts) {
+  VELLUM_REQUIRE_MODEL_FILE(model_path, "llama-2-tiny-random.gguf");
+  auto engine = LLMEngine::create(testing::tiny_engine_config(model_path));
+  const std::vector<int32_t> prompt = engine->encode("Think first:");
+  ASSERT_FALSE(engine->add_request("free", prompt, testing::greedy(24)));
+  const std::vector<int32_t> free_run = testing::run_all(*engine)["free"].outputs.at(0).token_ids;
+  ASSERT_EQ(free_run.size(), 24u);
+  // The marker: the first token of the free run (from the third on) not generated before it.
+  size_t at = 2;
+  while (at < free_run.size() &&
+         std::find(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(at),
+                   free_run[at]) != free_run.begin() + static_cast<ptrdiff_t>(at)) {
+    ++at;
+  }
+  ASSERT_LT(at, free_run.size()) << "the free run repeats one token";
+  const int32_t marker = free_run[at];
+
+  StructuredOutputsParams choice;
+  choice.choice = std::vector<std::string>{"positive", "negative"};
+  choice.reasoning_end_token_ids = {marker};
+  SamplingParams p = testing::greedy(60);
+  p.ignore_eos = false;
+  p.structured_outputs = choice;
+  ASSERT_FALSE(engine->add_request("reasoned", prompt, p));
+  // The marker in the prompt: reasoning is over before the first token.
+  std::vector<int32_t> ended = prompt;
+  ended.push_back(marker);
+  ASSERT_FALSE(engine->add_request("ended", ended, p));
+  // An id outside the vocabulary is a request error.
+  SamplingParams bad = p;
+  bad.structured_outputs->reasoning_end_token_ids = {static_cast<int32_t>(engine->vocab_size())};
+  const auto error = engine->add_request("bad", prompt, bad);
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->find("end-of-reasoning token id"), std::string::npos) << *error;
+
+  auto finished = testing::run_all(*engine);
+  const CompletionOutput& reasoned = finished["reasoned"].outputs.at(0);
+  ASSERT_GT(reasoned.token_ids.size(), at + 1);
+  EXPECT_EQ(std::vector<int32_t>(reasoned.token_ids.begin(),
+                                 reasoned.token_ids.begin() + static_cast<ptrdiff_t>(at) + 1),
+            std::vector<int32_t>(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(at) + 1));
+  EXPECT_EQ(reasoned.finish_reason, "stop");
+  std::vector<int32_t> answer(reasoned.token_ids.begin() + static_cast<ptrdiff_t>(at) + 1,
+                              reasoned.token_ids.end());
+  if (!answer.empty() && answer.back() == engine->eos_token_id()) answer.pop_back();
+  const std::string answer_text = engine->decode(answer);
+  EXPECT_TRUE(answer_text == "positive" || answer_text == "negative") << answer_text;
+  const CompletionOutput& direct = finished["ended"].outputs.at(0);
+  EXPECT_EQ(direct.finish_reason, "stop");
+  EXPECT_TRUE(direct.text == "positive" || direct.text == "negative") << direct.text;
+}
+
 TEST(EngineStructured, BadConstraintsAreRequestErrorsNamingTheProblem) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "llama-2-tiny-random.gguf");
   auto engine = LLMEngine::create(testing::tiny_engine_config(model_path));
