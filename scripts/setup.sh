@@ -14,8 +14,8 @@ packages=(
   pybind11-dev python3-dev python3-pytest python3-tqdm
   # Tensor / pipeline parallelism across processes and hosts (mpirun, MPI headers and library).
   openmpi-bin libopenmpi-dev
-  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes of Debian's clang.
-  clang-14 libclang-rt-14-dev
+  # scripts/fuzz.sh: libFuzzer, the sanitizer runtimes and the OpenMP runtime of Debian's clang.
+  clang-14 libclang-rt-14-dev libomp-14-dev
 )
 
 missing=()

@@ -100,7 +100,10 @@ void constrain_after_reasoning(const LLMEngine& engine, const std::string& reaso
       engine.config().model.skip_tokenizer_init) {
     return;
   }
-  params.structured_outputs->reasoning_end_token_ids = engine.encode("</think>", false, true);
+  // vLLM's reasoners need the marker as one token of the vocabulary; without it there is no
+  // reasoning phase to wait for, and the constraint applies from the first token.
+  std::vector<int32_t> marker = engine.encode("</think>", false, true);
+  if (marker.size() == 1) params.structured_outputs->reasoning_end_token_ids = std::move(marker);
 }
 
 EngineRequestGroup::~EngineRequestGroup() { abort_all(); }

@@ -71,7 +71,8 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
 // Structured outputs under --reasoning-parser: the constraint starts after the reasoning, at the
 // first "</think>" of the output (or at once when the prompt holds one), as vLLM's reasoner does,
 // so the model thinks freely and then answers in the constrained form. No-op without a reasoning
-// parser, without structured outputs or without a tokenizer.
+// parser, without structured outputs, without a tokenizer, or when "</think>" is not one token
+// of the vocabulary (vLLM's reasoners need it as one).
 void constrain_after_reasoning(const LLMEngine& engine, const std::string& reasoning_parser,
                                SamplingParams& params);
 

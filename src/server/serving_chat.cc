@@ -183,8 +183,9 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
       json delta = deltas[i].feed(output.text, output.finished());
       if (delta.empty() && !output.finished() && !r.logprobs) continue;
       if (delta.empty()) delta["content"] = "";
+      // Calls stream while they are generated; the finish reason only comes with the end.
       const bool tool_finish =
-          deltas[i].tools_called() &&
+          output.finished() && deltas[i].tools_called() &&
           (output_options_.tool_mode == "auto" || output.finish_reason == "stop");
       json choice{{"index", i},
                   {"delta", std::move(delta)},

@@ -33,25 +33,175 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a + 1);
 }
 
-std::string arguments_text(const json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+// One tool-call object {"name": ..., "arguments" | "parameters": ...} in model output, scanned
+// without needing it complete (streaming): where it is, its name once the name's string is
+// complete, and where its arguments value lies (the first of "arguments" / "parameters").
+struct CallScan {
+  static constexpr size_t npos = std::string::npos;
+  size_t begin = 0;    // the object's '{'
+  size_t end = npos;   // one past its closing '}'; npos while incomplete
+  std::optional<std::string> name;
+  size_t args_begin = npos;  // the arguments value's first byte (npos: no such key yet)
+  size_t args_end = npos;    // one past its last byte; npos while incomplete
+  bool malformed = false;    // not JSON the scanner understands: never a call
+};
+
+// One past the string starting at text[i] == '"'; npos when it does not end within text.
+size_t skip_string(const std::string& text, size_t i) {
+  for (++i; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      ++i;
+    } else if (text[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string::npos;
 }
 
-// {"name", "arguments" | "parameters"} -> a call; false when the object is not one.
-bool call_from_object(const json& obj, std::vector<ToolCall>* calls) {
-  if (!obj.is_object() || !obj.contains("name") || !obj.at("name").is_string()) return false;
-  ToolCall call;
-  call.id = new_tool_call_id();
-  call.name = obj.at("name").get<std::string>();
-  if (obj.contains("arguments")) {
-    call.arguments = arguments_text(obj.at("arguments"));
-  } else if (obj.contains("parameters")) {
-    call.arguments = arguments_text(obj.at("parameters"));
-  } else {
-    call.arguments = "{}";
+// One past the JSON value starting at text[i]; npos when it does not end within text (or is
+// malformed: an unbalanced bracket or an empty value).
+size_t skip_value(const std::string& text, size_t i) {
+  if (i >= text.size()) return std::string::npos;
+  if (text[i] == '"') return skip_string(text, i);
+  if (text[i] == '{' || text[i] == '[') {
+    std::string closers;
+    for (; i < text.size(); ++i) {
+      const char c = text[i];
+      if (c == '"') {
+        i = skip_string(text, i);
+        if (i == std::string::npos) return i;
+        --i;
+      } else if (c == '{') {
+        closers.push_back('}');
+      } else if (c == '[') {
+        closers.push_back(']');
+      } else if (c == '}' || c == ']') {
+        if (closers.empty() || closers.back() != c) return std::string::npos;
+        closers.pop_back();
+        if (closers.empty()) return i + 1;
+      }
+    }
+    return std::string::npos;
   }
-  calls->push_back(std::move(call));
+  // A number, true, false or null: up to a delimiter (which must be there to know it ended).
+  const size_t end = text.find_first_of(",}] \t\r\n", i);
+  return end == i ? std::string::npos : end;
+}
+
+size_t skip_space(const std::string& text, size_t i) {
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
+                             text[i] == '\n')) {
+    ++i;
+  }
+  return i;
+}
+
+std::optional<std::string> string_value(const std::string& quoted) {
+  try {
+    const json v = json::parse(quoted);
+    if (v.is_string()) return v.get<std::string>();
+  } catch (const json::exception&) {
+  }
+  return std::nullopt;
+}
+
+CallScan scan_call(const std::string& text, size_t open) {
+  CallScan s;
+  s.begin = open;
+  size_t i = skip_space(text, open + 1);
+  if (i < text.size() && text[i] == '}') {
+    s.end = i + 1;
+    return s;
+  }
+  while (i < text.size()) {
+    if (text[i] != '"') {
+      s.malformed = true;
+      return s;
+    }
+    const size_t key_end = skip_string(text, i);
+    if (key_end == CallScan::npos) return s;
+    const std::optional<std::string> key = string_value(text.substr(i, key_end - i));
+    i = skip_space(text, key_end);
+    if (i >= text.size()) return s;
+    if (text[i] != ':' || !key) {
+      s.malformed = true;
+      return s;
+    }
+    i = skip_space(text, i + 1);
+    if (i >= text.size()) return s;
+    const bool is_args = (*key == "arguments" || *key == "parameters") && s.args_begin == CallScan::npos;
+    if (is_args) s.args_begin = i;
+    const size_t value_end = skip_value(text, i);
+    if (value_end == CallScan::npos) return s;
+    if (is_args) s.args_end = value_end;
+    if (*key == "name" && text[i] == '"') s.name = string_value(text.substr(i, value_end - i));
+    i = skip_space(text, value_end);
+    if (i >= text.size()) return s;
+    if (text[i] == '}') {
+      s.end = i + 1;
+      return s;
+    }
+    if (text[i] != ',') {
+      s.malformed = true;
+      return s;
+    }
+    i = skip_space(text, i + 1);
+  }
+  return s;
+}
+
+// Every top-level object of `text` (brace depth 0; strings, brackets and other text between
+// objects skipped), each scanned; the last may be incomplete.
+std::vector<CallScan> scan_calls(const std::string& text) {
+  std::vector<CallScan> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '"') {
+      i = skip_string(text, i);
+      if (i == std::string::npos) break;
+      continue;
+    }
+    if (text[i] != '{') {
+      ++i;
+      continue;
+    }
+    out.push_back(scan_call(text, i));
+    const CallScan& s = out.back();
+    if (s.end != CallScan::npos) {
+      i = s.end;
+      continue;
+    }
+    if (s.malformed) {
+      // Skip the rest of the malformed object by brace balance.
+      i = skip_value(text, i);
+      if (i == std::string::npos) break;
+      continue;
+    }
+    break;  // incomplete: the text ends inside it
+  }
+  return out;
+}
+
+// The arguments of a complete call as the API returns them: the value as the model wrote it,
+// a JSON string's content, or "{}" when the call has none.
+std::string call_arguments(const std::string& text, const CallScan& s) {
+  if (s.args_begin == CallScan::npos) return "{}";
+  const std::string raw = text.substr(s.args_begin, s.args_end - s.args_begin);
+  if (text[s.args_begin] == '"') return string_value(raw).value_or(raw);
+  return raw;
+}
+
+// The calls of `text`, which must be nothing but complete call objects (and separators);
+// false when one is malformed or has no name.
+bool calls_from_text(const std::string& text, std::vector<ToolCall>* calls) {
+  const std::vector<CallScan> scans = scan_calls(text);
+  if (scans.empty()) return false;
+  for (const CallScan& s : scans) {
+    if (s.malformed || s.end == CallScan::npos || !s.name) return false;
+    // The scanner is lenient about what lies inside values; JSON decides.
+    if (!json::accept(text.substr(s.begin, s.end - s.begin))) return false;
+    calls->push_back(ToolCall{new_tool_call_id(), *s.name, call_arguments(text, s)});
+  }
   return true;
 }
 
@@ -69,6 +219,27 @@ struct Extracted {
   std::optional<std::string> content;
 };
 
+// `value` (one JSON value, text) as calls: an object, or with `array` a list of objects, each a
+// call with a name. The arguments keep the model's own text (as streaming sends them).
+bool calls_from_value(const std::string& value, bool array, std::vector<ToolCall>* calls) {
+  const auto parsed = parse_json(value);
+  if (!parsed) return false;
+  size_t num_objects = 1;
+  if (array && parsed->is_array()) {
+    for (const json& element : *parsed) {
+      if (!element.is_object()) return false;
+    }
+    num_objects = parsed->size();
+  } else if (!parsed->is_object()) {
+    return false;
+  }
+  std::vector<ToolCall> found;
+  if (num_objects > 0 && !calls_from_text(value, &found)) return false;
+  if (found.size() != num_objects) return false;
+  calls->insert(calls->end(), found.begin(), found.end());
+  return true;
+}
+
 Extracted extract_hermes(const std::string& text) {
   Extracted out;
   const size_t first = text.find(kHermesStart);
@@ -81,8 +252,7 @@ Extracted extract_hermes(const std::string& text) {
     const size_t begin = pos + std::string(kHermesStart).size();
     size_t end = text.find(kHermesEnd, begin);
     const std::string body = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-    const auto obj = parse_json(trim(body));
-    if (!obj || !call_from_object(*obj, &out.calls)) {
+    if (!calls_from_value(trim(body), false, &out.calls)) {
       // A malformed call: vLLM returns the whole text as content.
       return Extracted{false, {}, text};
     }
@@ -106,28 +276,12 @@ Extracted extract_llama3(const std::string& text) {
   // One or more objects separated by ";".
   size_t pos = 0;
   while (pos < body.size()) {
-    size_t depth = 0;
-    bool in_string = false;
-    size_t end = pos;
-    for (; end < body.size(); ++end) {
-      const char c = body[end];
-      if (in_string) {
-        if (c == '\\') {
-          ++end;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '{') {
-        ++depth;
-      } else if (c == '}' && depth > 0 && --depth == 0) {
-        break;
-      }
+    const size_t end = skip_value(body, pos);
+    if (end == std::string::npos ||
+        !calls_from_value(body.substr(pos, end - pos), false, &out.calls)) {
+      return Extracted{false, {}, text};
     }
-    const auto obj = parse_json(body.substr(pos, end + 1 - pos));
-    if (!obj || !call_from_object(*obj, &out.calls)) return Extracted{false, {}, text};
-    pos = body.find_first_not_of(" \t\r\n;", end + 1);
+    pos = body.find_first_not_of(" \t\r\n;", end);
     if (pos == std::string::npos) break;
     if (body[pos] != '{') return Extracted{false, {}, text};
   }
@@ -143,15 +297,7 @@ Extracted extract_mistral(const std::string& text) {
     return out;
   }
   const std::string body = trim(text.substr(first + std::string(kMistralStart).size()));
-  const auto parsed = parse_json(body);
-  if (!parsed) return Extracted{false, {}, text};
-  if (parsed->is_array()) {
-    for (const json& obj : *parsed) {
-      if (!call_from_object(obj, &out.calls)) return Extracted{false, {}, text};
-    }
-  } else if (!call_from_object(*parsed, &out.calls)) {
-    return Extracted{false, {}, text};
-  }
+  if (!calls_from_value(body, true, &out.calls)) return Extracted{false, {}, text};
   out.called = !out.calls.empty();
   const std::string before = text.substr(0, first);
   if (!trim(before).empty()) out.content = before;
@@ -169,9 +315,9 @@ Extracted extract_auto(const std::string& parser, const std::string& text) {
 Extracted extract_required(const std::string& text) {
   Extracted out;
   const auto parsed = parse_json(text);
-  if (!parsed || !parsed->is_array()) return Extracted{false, {}, text};
-  for (const json& obj : *parsed) {
-    if (!call_from_object(obj, &out.calls)) return Extracted{false, {}, text};
+  if (!parsed || !parsed->is_array() ||
+      !calls_from_value(text, true, &out.calls)) {
+    return Extracted{false, {}, text};
   }
   out.called = !out.calls.empty();
   return out;
@@ -352,7 +498,14 @@ void ChatDeltaStream::feed_content(const std::string& text, bool finished, json&
     content_pending_.clear();
     if (!out.empty()) delta["content"] = out;
   }
-  if (!finished || buffered_.empty()) return;
+  if (buffered_.empty()) return;
+  stream_tool_calls(delta);
+  if (!finished) return;
+  if (!streamed_.empty()) {
+    buffered_.clear();
+    return;
+  }
+  // Nothing looked like a call while streaming: what the whole reply says (content, usually).
   Extracted e = mode == "required" ? extract_required(buffered_)
                                    : extract_auto(options_.tool_call_parser, buffered_);
   buffered_.clear();
@@ -367,6 +520,54 @@ void ChatDeltaStream::feed_content(const std::string& text, bool finished, json&
     delta["content"] = delta.value("content", std::string()) + *e.content;
   }
   delta["tool_calls"] = tool_calls_json(e.calls, true);
+}
+
+void ChatDeltaStream::stream_tool_calls(json& delta) {
+  const std::vector<CallScan> scans = scan_calls(buffered_);
+  json entries = json::array();
+  for (size_t k = 0; k < scans.size(); ++k) {
+    const CallScan& s = scans[k];
+    if (s.malformed) break;
+    if (k == streamed_.size()) {
+      if (!s.name) break;  // a call starts once its name is complete
+      streamed_.push_back(StreamedCall{new_tool_call_id()});
+    }
+    StreamedCall& call = streamed_[k];
+    json entry = {{"index", k}};
+    json function = json::object();
+    if (!call.started) {
+      call.started = true;
+      entry["id"] = call.id;
+      entry["type"] = "function";
+      function["name"] = *s.name;
+    }
+    std::string piece;
+    if (s.args_begin != CallScan::npos) {
+      const char first = buffered_[s.args_begin];
+      if (first == '{' || first == '[') {
+        // An object or array: every byte so far belongs to it; send what is new.
+        const size_t available = s.args_end != CallScan::npos ? s.args_end : buffered_.size();
+        const size_t from = s.args_begin + call.args_sent;
+        if (available > from) piece = buffered_.substr(from, available - from);
+        call.args_sent += piece.size();
+        call.args_done = s.args_end != CallScan::npos;
+      } else if (s.args_end != CallScan::npos && !call.args_done) {
+        piece = call_arguments(buffered_, s);  // a string or scalar: whole once complete
+        call.args_done = true;
+      }
+    } else if (s.end != CallScan::npos && !call.args_done) {
+      piece = "{}";
+      call.args_done = true;
+    }
+    if (!piece.empty() || !function.empty()) {
+      function["arguments"] = piece;
+      entry["function"] = std::move(function);
+      entries.push_back(std::move(entry));
+    }
+  }
+  if (entries.empty()) return;
+  tools_called_ = true;
+  delta["tool_calls"] = std::move(entries);
 }
 
 json ChatDeltaStream::feed(const std::string& text, bool finished) {

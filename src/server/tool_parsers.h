@@ -9,8 +9,10 @@
 //   - tool_choice "required": the constrained reply, a JSON list of {"name", "parameters"};
 //   - a named tool_choice: the constrained reply is the function's arguments.
 // Non-streaming replies use chat_message_parts(); streaming ones feed each text delta through a
-// ChatDeltaStream, which holds back text that may begin a marker and emits the tool calls whole
-// once the reply has finished (a delta.tool_calls entry per call, as OpenAI clients accumulate).
+// ChatDeltaStream, which holds back text that may begin a marker and streams each tool call as it
+// is generated, as vLLM does: a delta.tool_calls entry with the id and name once the name is
+// complete, then the arguments piece by piece (OpenAI clients accumulate them by index). The
+// arguments are the model's own text in both modes (a JSON string argument: its content).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -62,6 +64,15 @@ class ChatDeltaStream {
  private:
   void feed_reasoning(const std::string& text, bool finished, nlohmann::ordered_json& delta);
   void feed_content(const std::string& text, bool finished, nlohmann::ordered_json& delta);
+  // Adds delta.tool_calls for what buffered_ holds beyond what was sent.
+  void stream_tool_calls(nlohmann::ordered_json& delta);
+
+  struct StreamedCall {
+    std::string id;
+    bool started = false;    // id and name sent
+    size_t args_sent = 0;    // bytes of an object / array argument sent
+    bool args_done = false;  // the arguments are complete and sent
+  };
 
   ChatOutputOptions options_;
   // Reasoning: 0 undecided (qwen3 before the reply shows whether it opens with <think>),
@@ -74,6 +85,7 @@ class ChatDeltaStream {
   bool named_started_ = false;
   std::string named_id_;
   bool tools_called_ = false;
+  std::vector<StreamedCall> streamed_;
 };
 
 }  // namespace vellum::server

@@ -11,7 +11,6 @@
 
 #include "model/io/make_model.h"
 #include "server/http_server.h"
-#include "server/serving.h"
 #include "test_util.h"
 #include "vellum/engine_client.h"
 
@@ -104,33 +103,6 @@ TEST_P(ServeChatFamily, RendersTheTemplateAndStopsAtTheEndOfTurn) {
 
   server.shutdown(2s);
   thread.join();
-}
-
-// --reasoning-parser with structured outputs: the constraint starts after the "</think>" ids.
-TEST(ServeReasoning, StructuredOutputsStartAfterThinkEnds) {
-  const auto path = ::vellum::testing::temp_dir() / "tiny-qwen3-reasoning.gguf";
-  model::MakeModelOptions make;
-  make.shape = "tiny-qwen3";
-  make.output = path;
-  model::make_model(make);
-  EngineConfig config;
-  config.model.model = path.string();
-  config.cache.kv_cache_memory_bytes = int64_t{16} << 20;
-  config.parallel.num_threads = 1;
-  auto engine = LLMEngine::create(config);
-  const std::vector<int32_t> think_end = engine->encode("</think>", false, true);
-  ASSERT_FALSE(think_end.empty());
-  SamplingParams p;
-  p.structured_outputs = StructuredOutputsParams{};
-  p.structured_outputs->choice = std::vector<std::string>{"a", "b"};
-  SamplingParams plain = p;
-  constrain_after_reasoning(*engine, "", plain);
-  EXPECT_TRUE(plain.structured_outputs->reasoning_end_token_ids.empty());
-  constrain_after_reasoning(*engine, "qwen3", p);
-  EXPECT_EQ(p.structured_outputs->reasoning_end_token_ids, think_end);
-  SamplingParams unconstrained;
-  constrain_after_reasoning(*engine, "qwen3", unconstrained);
-  EXPECT_FALSE(unconstrained.structured_outputs.has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "server/tool_parsers.h"
@@ -81,7 +82,7 @@ TEST(ToolParsers, HermesCallsAndContentBeforeThem) {
   ASSERT_TRUE(p.tools_called);
   ASSERT_EQ(p.tool_calls.size(), 2u);
   EXPECT_EQ(p.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(p.tool_calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"city": "Paris"})");  // as the model wrote it
   EXPECT_EQ(p.tool_calls[1].name, "ping");
   EXPECT_EQ(p.content, "Let me check.");
   EXPECT_EQ(p.tool_calls[0].id.rfind("chatcmpl-tool-", 0), 0u);
@@ -100,7 +101,7 @@ TEST(ToolParsers, Llama3JsonAndMistral) {
       R"({"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {"s": "}{"}})";
   const ChatMessageParts p = chat_message_parts(llama, calls);
   ASSERT_EQ(p.tool_calls.size(), 2u);
-  EXPECT_EQ(p.tool_calls[1].arguments, R"({"s":"}{"})");
+  EXPECT_EQ(p.tool_calls[1].arguments, R"({"s": "}{"})");
   EXPECT_FALSE(p.content);
   expect_stream_matches_whole(llama, calls);
   expect_stream_matches_whole(llama, "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}");
@@ -113,7 +114,7 @@ TEST(ToolParsers, Llama3JsonAndMistral) {
   const std::string m = R"(Sure. [TOOL_CALLS] [{"name": "f", "arguments": {"k": [1, 2]}}])";
   const ChatMessageParts mp = chat_message_parts(mistral, m);
   ASSERT_EQ(mp.tool_calls.size(), 1u);
-  EXPECT_EQ(mp.tool_calls[0].arguments, R"({"k":[1,2]})");
+  EXPECT_EQ(mp.tool_calls[0].arguments, R"({"k": [1, 2]})");
   EXPECT_EQ(mp.content, "Sure. ");
   expect_stream_matches_whole(mistral, m);
 }
@@ -125,7 +126,7 @@ TEST(ToolParsers, RequiredAndNamedToolChoice) {
   const ChatMessageParts p = chat_message_parts(required, text);
   ASSERT_TRUE(p.tools_called);
   ASSERT_EQ(p.tool_calls.size(), 2u);
-  EXPECT_EQ(p.tool_calls[0].arguments, R"({"a":1})");
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"a": 1})");
   EXPECT_EQ(p.content, "");
   expect_stream_matches_whole(required, text);
 
@@ -138,6 +139,95 @@ TEST(ToolParsers, RequiredAndNamedToolChoice) {
   EXPECT_EQ(n.tool_calls[0].arguments, R"({"a": 1})");
   EXPECT_FALSE(n.tools_called);  // vLLM keeps finish_reason "stop" for a named function
   expect_stream_matches_whole(named, R"({"a": 1})");
+}
+
+// Streaming sends each call as it is generated: the id and name as soon as the name is
+// complete, then the arguments in pieces, well before the reply ends (vLLM's streaming parsers).
+TEST(ToolParsers, CallsStreamWhileTheyAreGenerated) {
+  ChatOutputOptions o;
+  o.tool_mode = "auto";
+  o.tool_call_parser = "hermes";
+  const std::string text =
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": "
+      "[1, 2, 3]}}</tool_call><tool_call>{\"arguments\": \"{\\\"q\\\": 1}\", \"name\": "
+      "\"search\"}</tool_call>";
+  ChatDeltaStream stream(o);
+  std::vector<std::pair<size_t, json>> sent;  // (characters fed, tool_calls entry)
+  for (size_t i = 0; i < text.size(); ++i) {
+    const json delta = stream.feed(text.substr(i, 1), i + 1 == text.size());
+    EXPECT_FALSE(delta.contains("content")) << delta.dump();
+    if (!delta.contains("tool_calls")) continue;
+    for (const json& entry : delta["tool_calls"]) sent.emplace_back(i + 1, entry);
+  }
+  ASSERT_TRUE(stream.tools_called());
+  // The first call's header arrives right after its name's closing quote.
+  const size_t name_done = text.find("get_weather\"") + std::string("get_weather\"").size();
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(sent[0].first, name_done);
+  EXPECT_EQ(sent[0].second["index"], 0);
+  EXPECT_EQ(sent[0].second["function"]["name"], "get_weather");
+  EXPECT_TRUE(sent[0].second.contains("id"));
+  // Its arguments in many pieces, all sent before the first call's block ends.
+  std::string args;
+  size_t pieces = 0;
+  for (const auto& [at, entry] : sent) {
+    if (entry["index"] != 0 || !entry["function"].contains("arguments")) continue;
+    const std::string piece = entry["function"]["arguments"];
+    if (piece.empty()) continue;
+    args += piece;
+    ++pieces;
+    EXPECT_LE(at, text.find("</tool_call>"));
+  }
+  EXPECT_EQ(args, R"({"city": "Paris", "days": [1, 2, 3]})");
+  EXPECT_GT(pieces, 10u);
+  // The second call names itself after its (string) arguments: the header and the arguments
+  // come together once the name is complete, the string's content as the arguments.
+  const auto second = std::find_if(sent.begin(), sent.end(),
+                                   [](const auto& s) { return s.second["index"] == 1; });
+  ASSERT_NE(second, sent.end());
+  EXPECT_EQ(second->second["function"]["name"], "search");
+  EXPECT_EQ(second->second["function"]["arguments"], R"({"q": 1})");
+  expect_stream_matches_whole(o, text);
+  // Required mode (a constrained JSON list) streams the same way.
+  ChatOutputOptions required;
+  required.tool_mode = "required";
+  ChatDeltaStream rs(required);
+  const std::string list = R"([{"name": "f", "parameters": {"a": 1}}])";
+  const json first = rs.feed(list.substr(0, list.find("parameters")), false);
+  ASSERT_TRUE(first.contains("tool_calls")) << first.dump();
+  EXPECT_EQ(first["tool_calls"][0]["function"]["name"], "f");
+  expect_stream_matches_whole(required, list);
+}
+
+// Random fragments of call-like text never break the scanner, whole or streamed, and a reply
+// that parses whole as calls streams the same calls.
+TEST(ToolParsers, RandomCallLikeTextIsHandled) {
+  const std::vector<std::string> atoms = {
+      "{", "}", "[", "]", "\"", "\\", ":", ",", " ", "name", "arguments", "parameters", "f", "1",
+      "\"name\": \"f\"", "\"arguments\": ", "<tool_call>", "</tool_call>", "[TOOL_CALLS]", ";",
+      "<|python_tag|>", "{\"a\": [1, {\"b\": \"}\"}]}"};
+  std::mt19937_64 rng(7);
+  for (const char* parser : {"hermes", "llama3_json", "mistral", ""}) {
+    ChatOutputOptions o;
+    o.tool_mode = *parser ? "auto" : "required";
+    o.tool_call_parser = parser;
+    for (int trial = 0; trial < 400; ++trial) {
+      std::string text;
+      const size_t n = std::uniform_int_distribution<size_t>(1, 24)(rng);
+      for (size_t i = 0; i < n; ++i) {
+        text += atoms[std::uniform_int_distribution<size_t>(0, atoms.size() - 1)(rng)];
+      }
+      const ChatMessageParts whole = chat_message_parts(o, text);
+      const Streamed streamed = stream_in_pieces(o, text, static_cast<uint64_t>(trial));
+      if (whole.tools_called) {
+        ASSERT_EQ(streamed.tool_calls.size(), whole.tool_calls.size()) << text;
+        for (size_t i = 0; i < whole.tool_calls.size(); ++i) {
+          EXPECT_EQ(streamed.tool_calls[i]["name"], whole.tool_calls[i].name) << text;
+          EXPECT_EQ(streamed.tool_calls[i]["arguments"], whole.tool_calls[i].arguments) << text;
+        }
+      }
+    }
+  }
 }
 
 TEST(ReasoningParsers, ThinkBlocksSplitOffWholeAndStreamed) {

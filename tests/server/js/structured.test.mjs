@@ -247,6 +247,27 @@ describe('tools', () => {
     assert.equal(final.choices[0].finish_reason, 'tool_calls');
     assert.equal(final.choices[0].message.content, 'It is sunny. ');
     assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather');
+    // Raw chunks: the arguments arrive in pieces as they are generated, before the finish.
+    const stream = await client.chat.completions.create({
+      model: MODEL, messages, tools, max_completion_tokens: 300, temperature: 0, stream: true,
+      structured_outputs: { choice: [forced] },
+    });
+    let pieces = 0;
+    let args = '';
+    let finishReason = null;
+    for await (const chunk of stream) {
+      for (const call of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        if (call.function?.arguments) {
+          assert.equal(finishReason, null);
+          pieces += 1;
+          args += call.function.arguments;
+        }
+      }
+      finishReason = chunk.choices[0]?.finish_reason ?? finishReason;
+    }
+    assert.ok(pieces > 1, `the arguments came in ${pieces} piece(s)`);
+    assert.deepEqual(JSON.parse(args), { city: 'Paris', unit: 'celsius' });
+    assert.equal(finishReason, 'tool_calls');
     // No call in the reply: plain content and "stop".
     const plain = await client.chat.completions.create({
       model: MODEL, messages, tools, max_completion_tokens: 20, temperature: 0,
