@@ -6,12 +6,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
+#include <thread>
 #include <unordered_map>
 #include <variant>
 
 #include "common/check.h"
 #include "common/logging.h"
 #include "core/scheduler/input_validation.h"
+#include "cpu/cpu_info.h"
 #include "core/scheduler/scheduler.h"
 #include "engine/beam_search_driver.h"
 #include "engine/model_runner.h"
@@ -285,9 +288,25 @@ class LLMEngineImpl final : public LLMEngine {
   std::unordered_map<std::string, int32_t> beam_tokens_;  // continuing beams: their next token
   std::vector<float> beam_logits_;  // (live beams, vocab) logits of one group
   sampling::SamplerOutput sampler_out_;
+  // The structured-output masks of this step's rows: computed on a helper thread while the
+  // forward pass runs when a core is left over for it (fewer compute threads than cores), else
+  // just before it.
+  struct MaskJob {
+    SequenceState* state;
+    std::span<const int32_t> outputs;  // the constrained part of the output
+    std::string seq_id;
+    size_t row;          // in rows_
+    std::string error;   // what computing it threw
+  };
+  std::vector<MaskJob> mask_jobs_;
+  bool overlap_masks_ = false;
 
+  // `row`: the index the row will have in rows_ (its mask is computed later, see MaskJob).
   sampling::SamplingRow make_row(const std::string& seq_id, std::span<const int32_t> prompt,
-                                 std::span<const int32_t> outputs);
+                                 std::span<const int32_t> outputs, size_t row);
+  void compute_masks();
+  // Points the rows at their masks; a request whose mask failed ends with "error".
+  void attach_masks();
   // Compiles (or finds in the cache) a request's constraint; an error message for a bad one.
   std::variant<std::shared_ptr<structured::CompiledGrammar>, std::string> compile_constraint(
       const StructuredOutputsParams& so);
@@ -326,6 +345,9 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
       output_(tokenizer_.get()) {
   VELLUM_CHECK(groups_.world->rank() == 0, ErrorCode::kInternal,
                "the engine runs on rank 0; the other ranks run engine::run_worker");
+  // A helper thread beside the compute threads only where a CPU is left for it: on a busy core
+  // it would stall the forward pass's barriers.
+  overlap_masks_ = omp_get_max_threads() < cpu::cpu_info().num_logical_cpus;
   const model::Model& model = *loaded_.model;
   VELLUM_CHECK(tokenizer_ == nullptr || tokenizer_->vocab_size() <= model.config().vocab_size,
                ErrorCode::kInvalidModel,
@@ -716,6 +738,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     const int64_t vocab = vocab_size();
     runner_seqs_.clear();
     rows_.clear();
+    mask_jobs_.clear();
     row_src_.clear();
     fork_rows_.clear();
     beam_rows_.clear();
@@ -758,7 +781,16 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
         failed_requests_.push_back(*request_id);
       }
     }
-    std::span<float> logits = runner_->execute(runner_seqs_);
+    std::span<float> logits;
+    if (overlap_masks_ && !mask_jobs_.empty()) {
+      std::future<void> masks = std::async(std::launch::async, [this] { compute_masks(); });
+      logits = runner_->execute(runner_seqs_);
+      masks.get();
+    } else {
+      compute_masks();
+      logits = runner_->execute(runner_seqs_);
+    }
+    attach_masks();
 
     for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
       PromptLogprobsState* lp = prompt_lp[i];
@@ -919,11 +951,12 @@ void LLMEngineImpl::add_rows(size_t sched_idx, const core::ScheduledRequest& s,
   }
   std::vector<sampling::SamplingRow> rows;
   rows.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
-                          s.request->output_token_ids()));
+                          s.request->output_token_ids(), rows_.size()));
   const auto f = pending_forks_.find(s.request_id);
   if (f != pending_forks_.end()) {
     for (const std::string& child_id : f->second) {
-      rows.push_back(make_row(child_id, s.request->prompt_token_ids(), {}));
+      rows.push_back(make_row(child_id, s.request->prompt_token_ids(), {},
+                              rows_.size() + rows.size()));
     }
   }
   row_of_scheduled_[sched_idx] = rows_.size();
@@ -948,7 +981,7 @@ void LLMEngineImpl::throw_if_fatal_fault(const std::string& seq_id) const {
 
 sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
                                               std::span<const int32_t> prompt,
-                                              std::span<const int32_t> outputs) {
+                                              std::span<const int32_t> outputs, size_t row_index) {
   SequenceState& state = sequences_.at(seq_id);
   sampling::SamplingRow row;
   row.params = &state.params;
@@ -960,18 +993,44 @@ sampling::SamplingRow LLMEngineImpl::make_row(const std::string& seq_id,
   const std::optional<size_t> constrained_from =
       state.matcher ? state.constraint.start_in(outputs) : std::nullopt;
   if (constrained_from) {
-    // The matcher follows the output itself, so preemption, prefix caching and forks need
-    // nothing here: a resumed or forked sequence is replayed from its own tokens.
-    state.matcher->sync(outputs.subspan(*constrained_from));
-    const std::span<const uint64_t> mask = state.matcher->mask();
-    if (!state.matcher->error().empty() && !state.matcher_error_logged) {
-      state.matcher_error_logged = true;
-      VELLUM_LOG_WARN("request {}: structured output stopped: {}", seq_id, state.matcher->error());
-    }
-    state.mask.assign(mask.begin(), mask.end());
-    row.allowed_token_mask = state.mask;
+    mask_jobs_.push_back({&state, outputs.subspan(*constrained_from), seq_id, row_index, {}});
   }
   return row;
+}
+
+void LLMEngineImpl::compute_masks() {
+  for (MaskJob& job : mask_jobs_) {
+    SequenceState& state = *job.state;
+    try {
+      // The matcher follows the output itself, so preemption, prefix caching and forks need
+      // nothing here: a resumed or forked sequence is replayed from its own tokens.
+      state.matcher->sync(job.outputs);
+      const std::span<const uint64_t> mask = state.matcher->mask();
+      if (!state.matcher->error().empty() && !state.matcher_error_logged) {
+        state.matcher_error_logged = true;
+        VELLUM_LOG_WARN("request {}: structured output stopped: {}", job.seq_id,
+                        state.matcher->error());
+      }
+      state.mask.assign(mask.begin(), mask.end());
+    } catch (const std::exception& e) {
+      job.error = e.what();
+    }
+  }
+}
+
+void LLMEngineImpl::attach_masks() {
+  for (const MaskJob& job : mask_jobs_) {
+    if (job.row >= rows_.size()) continue;  // its request failed while its rows were made
+    if (job.error.empty()) {
+      rows_[job.row].allowed_token_mask = job.state->mask;
+      continue;
+    }
+    const auto request_id = output_.request_of(job.seq_id);
+    VELLUM_LOG_ERROR("request {} failed inside the engine: {}", request_id.value_or(job.seq_id),
+                     job.error);
+    if (request_id) failed_requests_.push_back(*request_id);
+  }
+  mask_jobs_.clear();
 }
 
 std::variant<std::shared_ptr<structured::CompiledGrammar>, std::string>

@@ -84,9 +84,15 @@ TEST(EngineStructured, RandomWeightsUnderAJsonSchemaAlwaysProduceValidJson) {
   EXPECT_GT(tally.finished, tally.total * 2 / 3) << "most outputs should complete";
 }
 
-TEST(EngineStructured, RegexChoiceGrammarAndJsonObject) {
+// One compute thread leaves a CPU free: the masks are then computed on a helper thread while the
+// forward pass runs (two threads on a two-CPU machine: before it). Both must constrain alike.
+class EngineStructuredThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(EngineStructuredThreads, RegexChoiceGrammarAndJsonObject) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "llama-2-tiny-random.gguf");
-  auto engine = LLMEngine::create(testing::tiny_engine_config(model_path));
+  EngineConfig config = testing::tiny_engine_config(model_path);
+  config.parallel.num_threads = GetParam();
+  auto engine = LLMEngine::create(config);
   const std::string pattern = R"((\+1 )?\d{3}-\d{4}|[a-z]{2,6}@example\.(com|org))";
   const std::string gbnf = R"G(root ::= item ("," item){0,3}
 item ::= [a-z]{1,5} "=" [0-9]{1,3})G";
@@ -126,6 +132,8 @@ item ::= [a-z]{1,5} "=" [0-9]{1,3})G";
   }
   EXPECT_GE(num_finished, 15);
 }
+
+INSTANTIATE_TEST_SUITE_P(Threads, EngineStructuredThreads, ::testing::Values(2, 1));
 
 TEST(EngineStructured, ParallelSamplingBeamSearchPrefixCachingAndPreemption) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "llama-2-tiny-random.gguf");
