@@ -81,6 +81,7 @@ if (w.length >= 2) {
 }
 console.log(`RSS (MiB): start ${(rss.at_start / 1024).toFixed(1)}, after warm-up ` +
   `${(base / 1024).toFixed(1)}, peak ${(rss.peak / 1024).toFixed(1)}, end ${(rss.end / 1024).toFixed(1)}`);
+console.log("RSS per minute (s: MiB): " + rss.per_minute_mib.map(([t, m]) => `${t}: ${m}`).join(", "));
 console.log("p99 inter-token latency per window (ms): " +
   r.itl_windows.map((x) => `${x.from_s}s: ${x.p99_itl_ms} (${x.samples})`).join(", "));
 console.log(`requests: ${r.requests.ok} ok, ${r.requests.cancelled} cancelled, ${r.requests.failed} failed`);

@@ -126,6 +126,10 @@ const report = {
     after_warmup: afterWarmup.length ? afterWarmup[0][1] : null,
     peak: Math.max(...rssSamples.map(([, r]) => r)),
     end: rssSamples[rssSamples.length - 1][1],
+    // One sample a minute, to tell a plateau (allocator caches filling) from steady growth.
+    per_minute_mib: rssSamples.filter(([t], i) => i === 0 || Math.floor(t / 60000) >
+      Math.floor(rssSamples[i - 1][0] / 60000)).map(([t, r]) => [Math.round(t / 1000),
+      Math.round(r / 102.4) / 10]),
   },
   itl_windows: windows,
 };

@@ -1,6 +1,7 @@
 // Helpers for end-to-end engine tests on the real tiny models.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +19,17 @@ inline EngineConfig tiny_engine_config(const std::filesystem::path& model) {
   config.cache.kv_cache_memory_bytes = int64_t{64} << 20;
   config.parallel.num_threads = 2;
   return config;
+}
+
+// The index of the first token of `tokens`, from `from` on, that does not occur before it;
+// tokens.size() when there is none. Tests use it to pick a token whose first appearance in a
+// known run is at a known place (an end-of-sequence id, a marker).
+inline size_t first_unseen_token(const std::vector<int32_t>& tokens, size_t from) {
+  for (size_t at = from; at < tokens.size(); ++at) {
+    const auto end = tokens.begin() + static_cast<ptrdiff_t>(at);
+    if (std::find(tokens.begin(), end, tokens[at]) == end) return at;
+  }
+  return tokens.size();
 }
 
 inline SamplingParams greedy(int64_t max_tokens) {

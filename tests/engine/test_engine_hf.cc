@@ -127,12 +127,7 @@ TEST(EngineHf, GenerationConfigGivesEosIdsAndSamplingDefaults) {
   ASSERT_EQ(free_run.size(), 8u);
   // The first token generated after step 0 that was not generated before becomes an
   // end-of-sequence id (the second in the list): generation must stop right there.
-  size_t stop_at = 1;
-  while (stop_at < free_run.size() &&
-         std::find(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(stop_at),
-                   free_run[stop_at]) != free_run.begin() + static_cast<ptrdiff_t>(stop_at)) {
-    ++stop_at;
-  }
+  const size_t stop_at = testing::first_unseen_token(free_run, 1);
   ASSERT_LT(stop_at, free_run.size()) << "the free run repeats one token";
   const int32_t eos = free_run[stop_at];
   write_generation_config(dir, {{"bos_token_id", 1},

@@ -198,12 +198,7 @@ TEST(EngineStructured, ReasoningEndsBeforeTheConstraintStarts) {
   const std::vector<int32_t> free_run = testing::run_all(*engine)["free"].outputs.at(0).token_ids;
   ASSERT_EQ(free_run.size(), 24u);
   // The marker: the first token of the free run (from the third on) not generated before it.
-  size_t at = 2;
-  while (at < free_run.size() &&
-         std::find(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(at),
-                   free_run[at]) != free_run.begin() + static_cast<ptrdiff_t>(at)) {
-    ++at;
-  }
+  const size_t at = testing::first_unseen_token(free_run, 2);
   ASSERT_LT(at, free_run.size()) << "the free run repeats one token";
   const int32_t marker = free_run[at];
 
