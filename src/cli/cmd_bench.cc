@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "common/check.h"
+#include "common/profile.h"
 #include "common/units.h"
 #include "engine/model_runner.h"
 #include "engine/model_setup.h"
@@ -46,6 +47,7 @@ struct LatencyOptions {
   int num_iters_warmup = 1;
   int num_iters = 3;
   std::string output_json;
+  bool profile = false;
   EngineConfig config;
   EngineOptionStrings strings;
 };
@@ -96,6 +98,9 @@ int run_latency(LatencyOptions& o) {
   const double bandwidth_gbps = kernels::measure_read_bandwidth_gbps(size_t{1} << 30, threads);
 
   std::vector<double> latencies, prefill_times, decode_times;
+  profile::set_enabled(o.profile);
+  profile::Totals prefill_profile;  // over the measured iterations
+  profile::Totals decode_profile;
   std::vector<double> decode_reduce_seconds;  // all-reduce time of each measured decode phase
   int64_t decode_reduces = 0;
   int64_t decode_reduce_bytes = 0;
@@ -105,6 +110,7 @@ int run_latency(LatencyOptions& o) {
       for (int64_t i = 0; i < o.input_len; ++i) seq.push_back(token(rng));
     }
     std::vector<engine::RunnerSequence> batch(static_cast<size_t>(o.batch_size));
+    const profile::Totals profile_start = profile::totals();
     const auto start = Clock::now();
     for (int64_t s = 0; s < o.batch_size; ++s) {
       batch[static_cast<size_t>(s)] = {seqs[static_cast<size_t>(s)], 0,
@@ -117,6 +123,7 @@ int run_latency(LatencyOptions& o) {
     };
     for (int64_t s = 0; s < o.batch_size; ++s) seqs[static_cast<size_t>(s)].push_back(argmax(s));
     const double prefill = seconds_since(start);
+    const profile::Totals profile_prefilled = profile::totals();
     const auto decode_start = Clock::now();
     const CommunicatorStats reduce_before = groups.tp->stats();
     for (int64_t step = 1; step < o.output_len; ++step) {
@@ -136,6 +143,8 @@ int run_latency(LatencyOptions& o) {
                                       reduce_before.all_reduce_seconds);
       decode_reduces = reduce_after.num_all_reduces - reduce_before.num_all_reduces;
       decode_reduce_bytes = reduce_after.all_reduce_bytes - reduce_before.all_reduce_bytes;
+      prefill_profile += profile_prefilled - profile_start;
+      decode_profile += profile::totals() - profile_prefilled;
       latencies.push_back(prefill + decode);
       prefill_times.push_back(prefill);
       decode_times.push_back(decode);
@@ -163,6 +172,21 @@ int run_latency(LatencyOptions& o) {
               "bandwidth measured now\n",
               format_bytes(static_cast<int64_t>(model.weight_bytes())).c_str(), weight_gbps,
               100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
+  if (o.profile) {
+    const double iters = static_cast<double>(o.num_iters);
+    std::printf("Profile of the prefill step (%d iterations; shares of its wall time):\n%s",
+                o.num_iters,
+                profile::format_table(prefill_profile,
+                                      std::accumulate(prefill_times.begin(), prefill_times.end(), 0.0),
+                                      o.num_iters)
+                    .c_str());
+    std::printf("Profile of the decode steps (%.0f steps; shares of their wall time):\n%s",
+                decode_steps * iters,
+                profile::format_table(decode_profile,
+                                      std::accumulate(decode_times.begin(), decode_times.end(), 0.0),
+                                      static_cast<int64_t>(decode_steps * iters))
+                    .c_str());
+  }
   const double reduce_per_step = percentile(decode_reduce_seconds, 50) / decode_steps;
   double probe_per_step = 0.0;
   if (groups.tp->size() > 1) {
@@ -219,6 +243,9 @@ CommandRunner add_bench_command(CLI::App& app) {
   latency->add_option("--num-iters-warmup", lo->num_iters_warmup, "Warm-up iterations");
   latency->add_option("--num-iters", lo->num_iters, "Measured iterations");
   latency->add_option("--output-json", lo->output_json, "Write the results as JSON");
+  latency->add_flag("--profile", lo->profile,
+                    "Print where the prefill and decode steps' time goes (GEMMs by layer type, "
+                    "attention, elementwise, communication)");
   add_engine_options(*latency, lo->config, lo->strings);
 
   auto throughput_runner = add_throughput_command(*bench);

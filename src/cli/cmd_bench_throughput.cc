@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "common/check.h"
+#include "common/profile.h"
 #include "vellum/engine.h"
 
 namespace vellum::cli {
@@ -29,6 +30,7 @@ struct ThroughputOptions {
   int64_t n = 1;
   uint64_t seed = 0;
   std::string output_json;
+  bool profile = false;
   EngineConfig config;
   EngineOptionStrings strings;
 };
@@ -80,10 +82,13 @@ int run_throughput(ThroughputOptions& o) {
     params.push_back(p);
   }
 
+  profile::set_enabled(o.profile);
+  const profile::Totals profile_start = profile::totals();
   const auto start = std::chrono::steady_clock::now();
   const std::vector<RequestOutput> outputs = llm.generate(prompts, params);
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const profile::Totals profiled = profile::totals() - profile_start;
   int64_t total_output_tokens = 0;
   for (const RequestOutput& r : outputs) {
     for (const CompletionOutput& c : r.outputs) total_output_tokens += static_cast<int64_t>(c.token_ids.size());
@@ -94,6 +99,13 @@ int run_throughput(ThroughputOptions& o) {
               static_cast<double>(total_output_tokens) / elapsed);
   std::printf("Total num prompt tokens:  %lld\n", static_cast<long long>(total_prompt_tokens));
   std::printf("Total num output tokens:  %lld\n", static_cast<long long>(total_output_tokens));
+  if (o.profile) {
+    // The output phase runs once per engine step.
+    const int64_t steps = profiled.calls[static_cast<size_t>(profile::Phase::kOutput)];
+    std::printf("Profile (%lld engine steps; shares of the wall time):\n%s",
+                static_cast<long long>(steps),
+                profile::format_table(profiled, elapsed, steps).c_str());
+  }
   if (!o.output_json.empty()) {
     nlohmann::json out{{"elapsed_time", elapsed},
                        {"num_requests", o.num_prompts},
@@ -119,6 +131,9 @@ CommandRunner add_throughput_command(CLI::App& bench) {
   cmd->add_option("--n", o->n, "Outputs per prompt");
   cmd->add_option("--seed", o->seed, "Dataset seed");
   cmd->add_option("--output-json", o->output_json, "Write the results as JSON");
+  cmd->add_flag("--profile", o->profile,
+                "Print where the engine steps' time goes (GEMMs by layer type, attention, "
+                "elementwise, sampling, scheduler, detokenization)");
   add_engine_options(*cmd, o->config, o->strings);
   return [o] { return run_throughput(*o); };
 }

@@ -13,6 +13,7 @@
 
 #include "common/check.h"
 #include "common/logging.h"
+#include "common/profile.h"
 #include "core/scheduler/input_validation.h"
 #include "cpu/cpu_info.h"
 #include "core/scheduler/scheduler.h"
@@ -716,7 +717,10 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   }
   pending_aborts_.clear();
 
-  core::SchedulerOutput sched = scheduler_->schedule();
+  core::SchedulerOutput sched = [&] {
+    profile::Scope timed(profile::Phase::kScheduler);
+    return scheduler_->schedule();
+  }();
   scheduled_tokens_ += sched.total_num_scheduled_tokens;
   core::ModelRunnerOutput runner_out;
   std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
@@ -787,7 +791,10 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       logits = runner_->execute(runner_seqs_);
       masks.get();
     } else {
-      compute_masks();
+      {
+        profile::Scope timed(profile::Phase::kSampling);
+        compute_masks();
+      }
       logits = runner_->execute(runner_seqs_);
     }
     attach_masks();
@@ -826,6 +833,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
         }
         sample_logits = sample_logits_.data();
       }
+      profile::Scope timed(profile::Phase::kSampling);
       sampler_.sample(sample_logits, static_cast<int64_t>(rows_.size()), vocab, rows_,
                       &sampler_out_);
     }
@@ -893,8 +901,10 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     finish_sequences(request_id, core::RequestStatus::kFinishedError, "error", updates);
   }
   failed_requests_.clear();
-  const std::vector<core::EngineCoreOutput> core_outputs =
-      scheduler_->update_from_output(sched, runner_out);
+  const std::vector<core::EngineCoreOutput> core_outputs = [&] {
+    profile::Scope timed(profile::Phase::kScheduler);
+    return scheduler_->update_from_output(sched, runner_out);
+  }();
 
   for (const core::EngineCoreOutput& co : core_outputs) {
     engine::SequenceUpdate u;
@@ -923,7 +933,10 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     prefix_hits_ += stats.prefix_cache_stats->hits;
   }
 
-  engine::OutputProcessor::Result result = output_.process(updates, now_seconds());
+  engine::OutputProcessor::Result result = [&] {
+    profile::Scope timed(profile::Phase::kOutput);
+    return output_.process(updates, now_seconds());
+  }();
   attach_prompt_logprobs(result.outputs);
   for (RequestOutput& out : beam_outputs) result.outputs.push_back(std::move(out));
   for (const std::string& seq_id : result.stopped_seq_ids) {

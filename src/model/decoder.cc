@@ -10,6 +10,7 @@
 
 #include "common/aligned_buffer.h"
 #include "common/check.h"
+#include "common/profile.h"
 #include "gguf/gguf.h"
 #include "kernels/quant_types.h"
 #include "model/decoder_ops.h"
@@ -24,6 +25,7 @@ namespace vellum::model {
 namespace {
 
 namespace lt = llama_tensors;
+using profile::Phase;
 
 // Message tags of the pipeline's point-to-point transfers.
 constexpr int kActivationTag = 1;
@@ -335,21 +337,29 @@ void* DecoderModel::matmul_scratch(int64_t m) {
 void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
                                 int64_t num_tokens, void* scratch) {
   if (layer.moe) {
+    profile::Scope timed(Phase::kGemmFfn);
     layer.moe->forward(out, h, num_tokens, scratch);
     return;
   }
   const int64_t ff = local_ff_;
   float* gate_up = grow_floats(gate_up_, num_tokens * 2 * ff);  // (T, gate | up)
   float* act = grow_floats(act_, num_tokens * ff);              // (T, ff)
-  layer.gate_up.forward(gate_up, h, num_tokens, scratch);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const float* row = gate_up + t * 2 * ff;
-    if (config_.arch.activation == FfnActivation::kGeGlu) {
-      kernels::gelu_tanh_mul(act + t * ff, row, row + ff, ff);
-    } else {
-      kernels::silu_mul(act + t * ff, row, row + ff, ff);
+  {
+    profile::Scope timed(Phase::kGemmFfn);
+    layer.gate_up.forward(gate_up, h, num_tokens, scratch);
+  }
+  {
+    profile::Scope timed(Phase::kElementwise);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      const float* row = gate_up + t * 2 * ff;
+      if (config_.arch.activation == FfnActivation::kGeGlu) {
+        kernels::gelu_tanh_mul(act + t * ff, row, row + ff, ff);
+      } else {
+        kernels::silu_mul(act + t * ff, row, row + ff, ff);
+      }
     }
   }
+  profile::Scope timed(Phase::kGemmFfn);
   layer.down.forward(out, act, num_tokens, scratch);
 }
 
@@ -399,6 +409,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   const int pp_rank = parallel_.pp_rank();
   const int pp_size = parallel_.pp_size();
   if (pp_rank == 0) {
+    profile::Scope timed(Phase::kElementwise);
     kernels::get_rows(x, token_embd_, token_embd_type_, hidden, batch.token_ids.data(),
                       num_tokens);
     if (spec.scale_embeddings) {
@@ -406,6 +417,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     }
   } else {
     // The previous stage's residual stream.
+    profile::Scope timed(Phase::kCommunication);
     parallel_.pp->recv(x, num_tokens * hidden * static_cast<int64_t>(sizeof(float)), pp_rank - 1,
                        kActivationTag);
   }
@@ -415,51 +427,75 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   for (int64_t l = 0; l < layer_range_.count; ++l) {
     DecoderLayer& layer = layers_[static_cast<size_t>(l)];
     // Attention block.
-    kernels::rms_norm(h, x, layer.attn_norm.data(), num_tokens, hidden, eps);
-    layer.qkv.forward(qkv, h, num_tokens, scratch);
-    if (!layer.qkv_bias.empty()) {
-      ops::add_bias(qkv, num_tokens, qkv_width, qkv_width, layer.qkv_bias.data());
+    {
+      profile::Scope timed(Phase::kElementwise);
+      kernels::rms_norm(h, x, layer.attn_norm.data(), num_tokens, hidden, eps);
+    }
+    {
+      profile::Scope timed(Phase::kGemmAttention);
+      layer.qkv.forward(qkv, h, num_tokens, scratch);
     }
     float* q = qkv;
     float* k = qkv + q_width;
     float* v = qkv + q_width + kv_width;
-    if (!layer.q_norm.empty()) {
-      ops::rms_norm_heads(q, qkv_width, num_tokens, num_heads, head_dim, layer.q_norm.data(),
-                          eps);
-      ops::rms_norm_heads(k, qkv_width, num_tokens, num_kv_heads, head_dim, layer.k_norm.data(),
-                          eps);
+    {
+      profile::Scope timed(Phase::kElementwise);
+      if (!layer.qkv_bias.empty()) {
+        ops::add_bias(qkv, num_tokens, qkv_width, qkv_width, layer.qkv_bias.data());
+      }
+      if (!layer.q_norm.empty()) {
+        ops::rms_norm_heads(q, qkv_width, num_tokens, num_heads, head_dim, layer.q_norm.data(),
+                            eps);
+        ops::rms_norm_heads(k, qkv_width, num_tokens, num_kv_heads, head_dim,
+                            layer.k_norm.data(), eps);
+      }
+      const float* inv_freq = layer.sliding ? inv_freq_sliding_.data() : inv_freq_.data();
+      const auto rope = spec.rope_style == RopeStyle::kNeox ? &kernels::rope_neox_inplace
+                                                             : &kernels::rope_inplace;
+      rope(q, qkv_width, num_tokens, num_heads, head_dim, config_.rope_dim,
+           batch.positions.data(), inv_freq);
+      rope(k, qkv_width, num_tokens, num_kv_heads, head_dim, config_.rope_dim,
+           batch.positions.data(), inv_freq);
     }
-    const float* inv_freq = layer.sliding ? inv_freq_sliding_.data() : inv_freq_.data();
-    const auto rope = spec.rope_style == RopeStyle::kNeox ? &kernels::rope_neox_inplace
-                                                           : &kernels::rope_inplace;
-    rope(q, qkv_width, num_tokens, num_heads, head_dim, config_.rope_dim,
-         batch.positions.data(), inv_freq);
-    rope(k, qkv_width, num_tokens, num_kv_heads, head_dim, config_.rope_dim,
-         batch.positions.data(), inv_freq);
-    const KvGroupTables& tables =
-        batch.kv_groups[static_cast<size_t>(kv.layout.layer_group[static_cast<size_t>(l)])];
-    kernels::reshape_and_cache(k, qkv_width, v, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
-                               tables.slot_mapping.data(), num_tokens, num_kv_heads,
-                               head_dim, kv.block_size, kv.type);
-    attn_params.sliding_window = layer.sliding ? config_.sliding_window : 0;
-    attn_params.max_blocks_per_seq = tables.max_blocks_per_seq;
-    kernels::paged_attention(attn, q, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
-                             tables.block_tables.data(), batch.seq_lens.data(),
-                             batch.query_start_loc.data(), attn_params, attn_scratch);
-    layer.attn_out.forward(h, attn, num_tokens, scratch);
-    if (tp != nullptr) tp->all_reduce_sum(h, num_tokens * hidden);  // row-parallel partial sums
-    if (!layer.attn_out_bias.empty()) {
-      ops::add_bias(h, num_tokens, hidden, hidden, layer.attn_out_bias.data());
+    {
+      profile::Scope timed(Phase::kAttention);
+      const KvGroupTables& tables =
+          batch.kv_groups[static_cast<size_t>(kv.layout.layer_group[static_cast<size_t>(l)])];
+      kernels::reshape_and_cache(k, qkv_width, v, qkv_width, kv_cache.k_pool(l),
+                                 kv_cache.v_pool(l), tables.slot_mapping.data(), num_tokens,
+                                 num_kv_heads, head_dim, kv.block_size, kv.type);
+      attn_params.sliding_window = layer.sliding ? config_.sliding_window : 0;
+      attn_params.max_blocks_per_seq = tables.max_blocks_per_seq;
+      kernels::paged_attention(attn, q, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
+                               tables.block_tables.data(), batch.seq_lens.data(),
+                               batch.query_start_loc.data(), attn_params, attn_scratch);
     }
-    if (!layer.post_attn_norm.empty()) {
-      kernels::rms_norm(h, h, layer.post_attn_norm.data(), num_tokens, hidden, eps);
+    {
+      profile::Scope timed(Phase::kGemmAttention);
+      layer.attn_out.forward(h, attn, num_tokens, scratch);
     }
-    kernels::add_inplace(x, h, num_tokens * hidden);
-
-    // Feed-forward block.
-    kernels::rms_norm(h, x, layer.ffn_norm.data(), num_tokens, hidden, eps);
+    if (tp != nullptr) {
+      profile::Scope timed(Phase::kCommunication);
+      tp->all_reduce_sum(h, num_tokens * hidden);  // row-parallel partial sums
+    }
+    {
+      profile::Scope timed(Phase::kElementwise);
+      if (!layer.attn_out_bias.empty()) {
+        ops::add_bias(h, num_tokens, hidden, hidden, layer.attn_out_bias.data());
+      }
+      if (!layer.post_attn_norm.empty()) {
+        kernels::rms_norm(h, h, layer.post_attn_norm.data(), num_tokens, hidden, eps);
+      }
+      kernels::add_inplace(x, h, num_tokens * hidden);
+      // Feed-forward block.
+      kernels::rms_norm(h, x, layer.ffn_norm.data(), num_tokens, hidden, eps);
+    }
     feed_forward(layer, ffn_out, h, num_tokens, scratch);
-    if (tp != nullptr) tp->all_reduce_sum(ffn_out, num_tokens * hidden);
+    if (tp != nullptr) {
+      profile::Scope timed(Phase::kCommunication);
+      tp->all_reduce_sum(ffn_out, num_tokens * hidden);
+    }
+    profile::Scope timed(Phase::kElementwise);
     if (!layer.post_ffn_norm.empty()) {
       kernels::rms_norm(ffn_out, ffn_out, layer.post_ffn_norm.data(), num_tokens, hidden, eps);
     }
@@ -467,6 +503,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   }
 
   if (pp_rank < pp_size - 1) {
+    profile::Scope timed(Phase::kCommunication);
     parallel_.pp->send(x, num_tokens * hidden * static_cast<int64_t>(sizeof(float)), pp_rank + 1,
                        kActivationTag);
     // The last stage's tensor-parallel rank 0 sends the logits back to the first stage's.
@@ -487,7 +524,10 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     VELLUM_ASSERT(t >= 0 && t < num_tokens);
     std::memcpy(selected + i * hidden, x + t * hidden, sizeof(float) * hidden);
   }
-  kernels::rms_norm(selected, selected, output_norm_.data(), num_logits, hidden, eps);
+  {
+    profile::Scope timed(Phase::kElementwise);
+    kernels::rms_norm(selected, selected, output_norm_.data(), num_logits, hidden, eps);
+  }
   const bool holds_logits = parallel_.tp_rank() == 0;
   // Pipeline stages after the first write the logits to a buffer sent to stage 0.
   float* out = logits;
@@ -500,6 +540,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     ops::softcap_inplace(out, num_logits * config_.vocab_size, config_.final_logit_softcap);
   }
   if (pp_size > 1) {
+    profile::Scope timed(Phase::kCommunication);
     parallel_.pp->send(out, num_logits * config_.vocab_size * static_cast<int64_t>(sizeof(float)),
                        0, kLogitsTag);
   }
@@ -508,13 +549,18 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
 void DecoderModel::lm_head_forward(float* logits, const float* x, int64_t num_logits) {
   const int tp = parallel_.tp_size();
   if (tp == 1) {
+    profile::Scope timed(Phase::kGemmLmHead);
     lm_head_.forward(logits, x, num_logits, matmul_scratch(num_logits));
     return;
   }
   // (num_logits, vocab_range_.count) on every rank, then rank 0 gathers the blocks
   // [rank 0 (num_logits, v0) | rank 1 (num_logits, v1) | ...] and interleaves them into rows.
   float* local = grow_floats(local_logits_, num_logits * vocab_range_.count);
-  lm_head_.forward(local, x, num_logits, matmul_scratch(num_logits));
+  {
+    profile::Scope timed(Phase::kGemmLmHead);
+    lm_head_.forward(local, x, num_logits, matmul_scratch(num_logits));
+  }
+  profile::Scope timed(Phase::kCommunication);
   std::vector<int64_t> counts(vocab_counts_.size());
   int64_t total = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
