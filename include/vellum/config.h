@@ -21,6 +21,11 @@ struct ModelConfig {
   int64_t max_model_len = 0;     // 0: the model's context length  (--max-model-len)
   std::string chat_template;     // path to a Jinja file overriding the model's (--chat-template)
   std::string served_model_name; // name reported by the API; empty: derived from the file name
+  // Every matrix product on the kernels whose result for a row does not depend on the other rows,
+  // so a request's logits are bitwise the same whatever shares its step and however its prompt
+  // is chunked (--batch-invariant; vLLM's VLLM_BATCH_INVARIANT). Costs prefill and batched speed
+  // (no oneDNN / AMX); process-wide.
+  bool batch_invariant = false;
 };
 
 struct CacheConfig {

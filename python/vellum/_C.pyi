@@ -17,6 +17,7 @@ class ModelConfig:
     tokenizer: str
     skip_tokenizer_init: bool
     generation_config: str
+    batch_invariant: bool
     def __init__(self) -> None: ...
 
 class CacheConfig:

@@ -28,6 +28,8 @@ class EngineArgs:
     # auto: the model directory's generation_config.json; vllm: none; or a directory holding one
     generation_config: str = "auto"
     trust_remote_code: bool = False  # model files run no code here; accepted for compatibility
+    # bitwise the same logits whatever shares a request's step (slower prefill and batches)
+    batch_invariant: bool = False
     dtype: str = "auto"  # auto | bfloat16 | float32
     kv_cache_dtype: str = "auto"  # auto | fp32 | fp16 | bf16 (also f32 / float32, ...)
     max_model_len: Optional[int] = None  # default: the model's context length
@@ -66,6 +68,7 @@ class EngineArgs:
         c.model.skip_tokenizer_init = bool(self.skip_tokenizer_init)
         c.model.load_format = self.load_format
         c.model.generation_config = os.fspath(self.generation_config)
+        c.model.batch_invariant = bool(self.batch_invariant)
         if self.max_model_len is not None:
             c.model.max_model_len = self.max_model_len
         if self.served_model_name is not None:

@@ -19,6 +19,9 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
                  "tokenizer.json or a GGUF file");
   app.add_flag("--skip-tokenizer-init", config.model.skip_tokenizer_init,
                "Load no tokenizer: prompts must be token ids, outputs carry no text");
+  app.add_flag("--batch-invariant", config.model.batch_invariant,
+               "Bitwise the same logits for a request whatever shares its step or how its "
+               "prompt is chunked (slower prefill and batches: no oneDNN/AMX products)");
   app.add_option("--generation-config", config.model.generation_config,
                  "auto: sampling defaults from the model's generation_config.json; vllm: "
                  "Vellum's defaults; or a directory with a generation_config.json");

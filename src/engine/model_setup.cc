@@ -59,6 +59,7 @@ int configure_threads(int requested) {
 }
 
 LoadedModel load_model_file(const ModelConfig& config, const model::ModelParallel& parallel) {
+  kernels::set_batch_invariant(config.batch_invariant);
   VELLUM_CHECK(!config.model.empty(), ErrorCode::kInvalidArgument,
                "no model given: pass a GGUF file or a Hugging Face model directory (make one "
                "with `vellum make-model`)");

@@ -2,6 +2,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <exception>
@@ -110,6 +111,13 @@ PackedWeights pack_converted(const void* w, WeightType type, int64_t n_out, int6
 }
 
 }  // namespace
+
+namespace {
+std::atomic<bool> g_batch_invariant{false};
+}  // namespace
+
+void set_batch_invariant(bool on) { g_batch_invariant.store(on, std::memory_order_relaxed); }
+bool batch_invariant() { return g_batch_invariant.load(std::memory_order_relaxed); }
 
 struct PackedLinear::Impl {
   PackedWeights weights;
@@ -348,9 +356,11 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     return;
   }
   const bool has_bf16 = isa >= cpu::Isa::kAvx512Bf16;
+  // The large-m kernels block and reduce differently from the small-m ones.
+  const bool large_m_ok = !batch_invariant();
   switch (w.type) {
     case WeightType::kF32:
-      if (m > kMaxSmallMF32 && impl_->onednn) {
+      if (large_m_ok && m > kMaxSmallMF32 && impl_->onednn) {
         impl_->onednn->run(y, x, m);
       } else {
         avx512::gemm_f32(y, x, m, w);
@@ -362,7 +372,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     case WeightType::kBF16:
       if (!has_bf16) {
         avx512::gemm_bf16_fma(y, x, m, w);
-      } else if (m > kMaxSmallMBf16 && impl_->onednn) {
+      } else if (large_m_ok && m > kMaxSmallMBf16 && impl_->onednn) {
         auto* x_bf16 = static_cast<uint16_t*>(scratch);  // (m, n_in)
         avx512::convert_f32_to_bf16(x_bf16, x, m * w.n_in);
         impl_->onednn->run(y, x_bf16, m);
@@ -371,7 +381,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     case WeightType::kQ8_0:
-      if (has_bf16 && m > kMaxSmallMQ8 && impl_->onednn_q8) {
+      if (large_m_ok && has_bf16 && m > kMaxSmallMQ8 && impl_->onednn_q8) {
         avx512::gemm_q8_0_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
       } else if (has_bf16) {
         avx512::gemm_q8_0_vnni(y, x, m, w, scratch);
@@ -380,7 +390,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     default:
-      if (has_bf16 && m > max_small_m_quant(w.type) && impl_->onednn_q8) {
+      if (large_m_ok && has_bf16 && m > max_small_m_quant(w.type) && impl_->onednn_q8) {
         avx512::gemm_quant_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
       } else if (avx512::gemm_qk_supported(w.type)) {
         avx512::gemm_qk(y, x, m, w, scratch);

@@ -27,6 +27,13 @@ namespace vellum::kernels {
 
 enum class MatmulPrecision : uint8_t { kAuto, kBF16, kF32 };
 
+// Batch-invariant mode (--batch-invariant; vLLM's VLLM_BATCH_INVARIANT): every product runs the
+// small-m kernels, whose result for a row does not depend on the other rows, so a request's
+// logits are bitwise the same whatever shares its step. Large batches and prefill then forgo
+// oneDNN / AMX. Process-wide; set before the engine runs.
+void set_batch_invariant(bool on);
+bool batch_invariant();
+
 // The type `stored` weights are held in after packing with `precision`.
 WeightType packed_weight_type(WeightType stored, MatmulPrecision precision);
 

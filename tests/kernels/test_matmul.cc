@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -248,6 +249,47 @@ TEST(PackedLinear, MixedTypePartsMatchSeparateProducts) {
         linear.forward(y.data(), x.data(), m, scratch.data());
         EXPECT_LT(testing::nmse(y.data(), expected.data(), expected.size()), 5e-4)
             << "m=" << m << " isa=" << cpu::isa_name(isa) << " precision=" << precision_name(precision);
+      }
+    }
+  }
+}
+
+// Batch-invariant mode: each row of a product is bitwise the row computed alone, whatever m is
+// (the large-m oneDNN paths reduce in another order, so without the mode rows past the small-m
+// limit differ in the last bits).
+TEST(PackedLinear, BatchInvariantRowsEqualTheRowAlone) {
+  struct BatchInvariantScope {
+    BatchInvariantScope() { set_batch_invariant(true); }
+    ~BatchInvariantScope() { set_batch_invariant(false); }
+  } invariant;
+  const int64_t n_out = 37;
+  const int64_t n_in = 512;
+  const WeightType types[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
+                              WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ5_1,
+                              WeightType::kIQ4_NL, WeightType::kQ2_K, WeightType::kQ3_K,
+                              WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
+  for (WeightType type : types) {
+    const auto w = make_weights(type, n_out, n_in, 77 + static_cast<uint32_t>(type));
+    for (MatmulPrecision precision : {MatmulPrecision::kAuto, MatmulPrecision::kBF16}) {
+      for (cpu::Isa isa : testing::isas_to_test()) {
+        IsaScope scope(isa);
+        const PackedLinear linear = PackedLinear::pack(w.data(), type, n_out, n_in, precision);
+        for (int64_t m : {2, 5, 17, 40}) {
+          const auto x = random_floats(m * n_in, 5 + static_cast<uint32_t>(m), -2.0f, 2.0f);
+          std::vector<float> y(static_cast<size_t>(m * n_out));
+          AlignedBuffer scratch(linear.scratch_bytes(m));
+          linear.forward(y.data(), x.data(), m, scratch.data());
+          int64_t differing = 0;
+          for (int64_t r = 0; r < m; ++r) {
+            std::vector<float> alone(static_cast<size_t>(n_out));
+            AlignedBuffer one_scratch(linear.scratch_bytes(1));
+            linear.forward(alone.data(), x.data() + r * n_in, 1, one_scratch.data());
+            differing += std::memcmp(alone.data(), y.data() + r * n_out, alone.size() * 4) != 0;
+          }
+          EXPECT_EQ(differing, 0) << "type=" << testing::weight_type_name(type)
+                                  << " precision=" << precision_name(precision)
+                                  << " isa=" << cpu::isa_name(isa) << " m=" << m;
+        }
       }
     }
   }
