@@ -179,7 +179,13 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
     tl.l[i] = 0.0f;
   }
 
-  const int64_t kv_begin = row_lo(0);
+  // Key tiles start at multiples of kKvTile whatever the item's first row, so a row sums its
+  // keys in the same tiles however the queries were grouped into items (chunked prefill, other
+  // requests sharing the step): batch invariance. Keys before the item's window (kv_first) are
+  // never read: their slots in the first tile repeat key kv_first and are masked like any key
+  // outside a row's window (no change without a sliding window: kv_first is 0).
+  const int64_t kv_first = row_lo(0);
+  const int64_t kv_begin = kv_first / kKvTile * kKvTile;
   const int64_t kv_end = row_pos(num_rows - 1) + 1;
   using T = typename Kv::T;
   constexpr bool kConvertK = !std::is_same_v<T, float>;
@@ -189,15 +195,17 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
   // Element offsets of the cache rows of keys [t_begin, t_begin + kKvTile) (clipped to kv_end).
   auto tile_offsets = [&](int64_t t_begin, int64_t* offsets) {
     const int64_t n = std::min<int64_t>(kKvTile, kv_end - t_begin);
-    int64_t block = t_begin / p.block_size;
-    int64_t offset = t_begin % p.block_size;
-    for (int64_t t = 0; t < n; ++t) {
+    const int64_t skip = std::max<int64_t>(0, kv_first - t_begin);  // < n
+    int64_t block = (t_begin + skip) / p.block_size;
+    int64_t offset = (t_begin + skip) % p.block_size;
+    for (int64_t t = skip; t < n; ++t) {
       offsets[t] = ((int64_t{table[block]} * p.num_kv_heads + item.kv_head) * p.block_size + offset) * d;
       if (++offset == p.block_size) {
         offset = 0;
         ++block;
       }
     }
+    for (int64_t t = 0; t < skip; ++t) offsets[t] = offsets[skip];
     return n;
   };
   auto prefetch = [&](const int64_t* offsets, int64_t n) {
