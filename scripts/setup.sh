@@ -5,6 +5,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git curl
+  # pgrep / ps for the tests that find and stop MPI ranks (a minimal Debian root lacks them).
+  procps
   libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev libpcre2-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libfmt-dev libssl-dev

@@ -187,6 +187,9 @@ void HttpServer::install_routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    // Answered before httplib reads the body: close the connection, or the body's bytes would
+    // be read as the client's next request on it (a keep-alive pool's 400s).
+    res.set_header("Connection", "close");
     res.status = 401;
     res.set_content(R"({"error":"Unauthorized"})", kJson);
     return httplib::Server::HandlerResponse::Handled;

@@ -374,7 +374,7 @@ describe('errors', () => {
     await assert.rejects(wrong.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1 }),
       (e) => e.status === 401);
     const res = await post('/v1/completions', { prompt: 'x' }, { key: null });
-    assert.equal(res.status, 401);
+    assert.equal(res.status, 401, res.text);
     assert.deepEqual(res.json, { error: 'Unauthorized' });
     const models = await fetch(`${server.base}/v1/models`, { headers: { authorization: 'Bearer bad' } });
     assert.equal(models.status, 401);
@@ -397,7 +397,7 @@ describe('errors', () => {
 
   it('an unknown model is 404 NotFoundError with param "model"', async () => {
     const res = await post('/v1/completions', { model: 'gpt-17', prompt: 'x', max_tokens: 1 });
-    assert.equal(res.status, 404);
+    assert.equal(res.status, 404, res.text);
     assert.equal(res.json.error.type, 'NotFoundError');
     assert.equal(res.json.error.param, 'model');
     assert.equal(res.json.error.code, 404);

@@ -2,6 +2,7 @@
 // prefill and during decode. Afterwards the engine holds no requests and no KV blocks, and the
 // server still answers.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, it } from 'node:test';
 
 import {
@@ -33,36 +34,45 @@ after(async () => {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Streams one request and aborts the connection after `dropAfterChunks` chunks (0: right after the
-// response headers arrive) or after `dropAfterMs` milliseconds, whichever comes first.
-async function droppedStream(body, { dropAfterChunks, dropAfterMs }) {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), dropAfterMs);
-  let chunks = 0;
-  try {
-    const res = await fetch(`${server.base}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: controller.signal,
+// Streams one request and closes its connection after `dropAfterChunks` pieces of the body
+// (0: right after the response headers arrive) or after `dropAfterMs` milliseconds, whichever
+// comes first. node:http on a connection of its own (agent: false), destroyed on the drop: an
+// aborted fetch() may leave its socket open in some Node builds (Debian's 18), and the server
+// then never sees a disconnect.
+function droppedStream(body, { dropAfterChunks, dropAfterMs }) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const url = new URL(`${server.base}/v1/completions`);
+    const req = http.request({
+      hostname: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent: false,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
     });
-    assert.equal(res.status, 200);
-    const reader = res.body.getReader();
-    for (;;) {
-      if (chunks >= dropAfterChunks) {
-        controller.abort();
-        break;
+    let chunks = 0;
+    let settled = false;
+    const finish = (error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.destroy();
+      if (error) reject(error); else resolve(chunks);
+    };
+    const timer = setTimeout(() => finish(), dropAfterMs);
+    req.on('response', (res) => {
+      if (res.statusCode !== 200) {
+        finish(new Error(`status ${res.statusCode}`));
+        return;
       }
-      const { done } = await reader.read();
-      if (done) break;
-      chunks += 1;
-    }
-  } catch (e) {
-    if (e.name !== 'AbortError') throw e;
-  } finally {
-    clearTimeout(timer);
-  }
-  return chunks;
+      if (dropAfterChunks === 0) finish();
+      res.on('data', () => {
+        chunks += 1;
+        if (chunks >= dropAfterChunks) finish();
+      });
+      res.on('end', () => finish());
+      res.on('error', () => finish());
+    });
+    req.on('error', () => finish());  // after a destroy, or a refused connection
+    req.end(data);
+  });
 }
 
 it('50 dropped streams leave no requests and no blocks behind', async () => {
