@@ -201,10 +201,17 @@ case $case_name in
     ;;
   stopped_rank)
     # SIGSTOP rank 1: rank 0 notices the silence after --distributed-timeout and ends the job.
+    # Stopped once both ranks are past start-up (their "KV cache:" lines): start-up waits have
+    # their own, longer deadline (a slow rank may still be loading the model).
     "${mpi[@]}" "$vellum" "${long_run[@]}" --tensor-parallel-size 2 --distributed-timeout 3 \
-      >"$tmp/out" 2>&1 &
+      --log-level info >"$tmp/out" 2>&1 &
     job=$!
-    sleep 2
+    for ((i = 0; i < 600; i++)); do
+      [ "$(grep -c 'KV cache:' "$tmp/out")" -ge 2 ] && break
+      sleep 0.1
+    done
+    [ "$(grep -c 'KV cache:' "$tmp/out")" -ge 2 ] || fail "the ranks did not start: $(cat "$tmp/out")"
+    sleep 1
     victim=$(rank_pid "$job" 1)
     [ -n "$victim" ] || fail "rank 1 not found among mpirun's children"
     kill -STOP "$victim"
