@@ -75,6 +75,19 @@ rank_pid() {
   done
 }
 
+# Waits until both ranks of a `--log-level info` run logging to $1 are past start-up (their
+# "KV cache:" lines), at most 60 s, then a second more: a fresh machine may take longer than a
+# fixed sleep to start mpirun's ranks.
+wait_started() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    [ "$(grep -c 'KV cache:' "$1")" -ge 2 ] && break
+    sleep 0.1
+  done
+  [ "$(grep -c 'KV cache:' "$1")" -ge 2 ] || fail "the ranks did not start: $(cat "$1")"
+  sleep 1
+}
+
 # Waits until process $1 is gone, at most $2 seconds; fails with $3 otherwise.
 wait_gone() {
   local i
@@ -186,9 +199,10 @@ case $case_name in
     ;;
   killed_rank)
     # SIGKILL rank 1 in the middle of a long run: the job must end, non-zero, within seconds.
-    "${mpi[@]}" "$vellum" "${long_run[@]}" --tensor-parallel-size 2 >"$tmp/out" 2>&1 &
+    "${mpi[@]}" "$vellum" "${long_run[@]}" --tensor-parallel-size 2 --log-level info \
+      >"$tmp/out" 2>&1 &
     job=$!
-    sleep 2
+    wait_started "$tmp/out"
     victim=$(rank_pid "$job" 1)
     [ -n "$victim" ] || fail "rank 1 not found among mpirun's children"
     kill -9 "$victim"
@@ -206,12 +220,7 @@ case $case_name in
     "${mpi[@]}" "$vellum" "${long_run[@]}" --tensor-parallel-size 2 --distributed-timeout 3 \
       --log-level info >"$tmp/out" 2>&1 &
     job=$!
-    for ((i = 0; i < 600; i++)); do
-      [ "$(grep -c 'KV cache:' "$tmp/out")" -ge 2 ] && break
-      sleep 0.1
-    done
-    [ "$(grep -c 'KV cache:' "$tmp/out")" -ge 2 ] || fail "the ranks did not start: $(cat "$tmp/out")"
-    sleep 1
+    wait_started "$tmp/out"
     victim=$(rank_pid "$job" 1)
     [ -n "$victim" ] || fail "rank 1 not found among mpirun's children"
     kill -STOP "$victim"
