@@ -47,11 +47,10 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
         break;
       }
       case WeightType::kQ8_0: {
-        // Packed Q8_0: bytes hold q + 128, one f16 scale per 32 weights (packed_weights.h).
-        const uint8_t* qs = w.q8_row(j);
-        const uint16_t* scales = w.q8_scales(j);
-        dot_rows(y, x, m, n_in, w.n_out, j, [qs, scales](int64_t i) {
-          return fp16_to_float(scales[i / 32]) * static_cast<float>(static_cast<int>(qs[i]) - 128);
+        // Packed Q8_0: codes + 128 in 16-row panels, one f16 scale per 32 (packed_weights.h).
+        dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) {
+          return fp16_to_float(w.q8_scale(j, i / 32)) *
+                 static_cast<float>(static_cast<int>(w.q8_code(j, i)) - 128);
         });
         break;
       }

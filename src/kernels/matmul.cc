@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <exception>
+#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,9 +35,16 @@ using detail::PackedWeights;
 // quarter of the FMA rate on these machines, so the small-m bf16 kernel is compute-bound early.
 constexpr int64_t kMaxSmallMBf16 = 5;
 constexpr int64_t kMaxSmallMF32 = 8;
-// Q8_0: above this, dequantizing weight slabs to bf16 for oneDNN beats the VNNI kernel
-// (measured: m = 33 takes 7.9 ms that way vs 10.4 ms for m = 32 with VNNI; m = 16, 5.4 ms VNNI).
-constexpr int64_t kMaxSmallMQ8 = 16;
+// Q8_0: the VNNI panel kernel runs every m where AVX512-BF16 (and VNNI) is the best the CPU has:
+// measured on AVX-512 VNNI without AMX (bench/kernels, 8192x2048, 2 threads), it beats bf16 slabs
+// + oneDNN at every m (m = 32: 2.0 vs 6.1 ms; m = 512: 29 vs 45 ms). With AMX, oneDNN's AMX-BF16
+// (~1.1 TFLOP/s measured there) should win for large m: slabs from this m up. Not measured (no
+// AMX machine here); the value keeps decode batches on the int8 kernel.
+constexpr int64_t kMaxSmallMQ8Amx = 64;
+int64_t max_small_m_q8_0() {
+  return cpu::selected_isa() >= cpu::Isa::kAmx ? kMaxSmallMQ8Amx
+                                               : std::numeric_limits<int64_t>::max();
+}
 // The other quantized types: the same split until measured otherwise.
 constexpr int64_t kMaxSmallMQuant = 16;
 // Q4_K/Q5_K/Q6_K's integer kernel stays ahead of the bf16 slabs up to m ~ 48 (bench/kernels,
@@ -61,26 +69,31 @@ PackedWeights pack_rows(const void* w, WeightType type, int64_t n_out, int64_t n
 }
 
 PackedWeights pack_q8_0(const void* w, int64_t n_out, int64_t n_in) {
+  using detail::kQ8Panel;
   PackedWeights p;
   p.type = WeightType::kQ8_0;
   p.n_out = n_out;
   p.n_in = n_in;
-  p.k_pad = round_up(n_in, detail::kQ8PadK);
-  p.row_bytes = static_cast<size_t>(p.k_pad);
-  p.data = AlignedBuffer(static_cast<size_t>(n_out * p.k_pad));
-  p.scales = AlignedBuffer(static_cast<size_t>(n_out * (p.k_pad / 32)) * sizeof(uint16_t));
-  const auto* blocks = static_cast<const BlockQ8_0*>(w);
+  p.row_bytes = static_cast<size_t>(n_in);
+  const int64_t num_panels = p.q8_num_panels();
   const int64_t num_blocks = n_in / kQ8_0BlockSize;
+  p.data = AlignedBuffer(static_cast<size_t>(num_panels * kQ8Panel * n_in));
+  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * kQ8Panel * num_blocks) *
+                           sizeof(uint16_t));
+  std::memset(p.data.data(), 128, p.data.size());  // padding rows: zero weights
+  std::memset(p.scales.data(), 0, p.scales.size());
+  const auto* blocks = static_cast<const BlockQ8_0*>(w);
   for (int64_t j = 0; j < n_out; ++j) {
-    auto* qs = p.data.as<uint8_t>() + j * p.k_pad;
-    auto* scales = p.scales.as<uint16_t>() + j * (p.k_pad / 32);
-    std::memset(qs, 128, static_cast<size_t>(p.k_pad));
-    std::memset(scales, 0, static_cast<size_t>(p.k_pad / 32) * sizeof(uint16_t));
+    auto* panel = p.data.as<uint8_t>() + (j / kQ8Panel) * kQ8Panel * n_in;
+    auto* scales = p.scales.as<uint16_t>() + (j / kQ8Panel) * kQ8Panel * num_blocks;
+    const int64_t lane = j % kQ8Panel;
     for (int64_t b = 0; b < num_blocks; ++b) {
       const BlockQ8_0& block = blocks[j * num_blocks + b];
-      scales[b] = block.d;
+      scales[b * kQ8Panel + lane] = block.d;
       for (int i = 0; i < kQ8_0BlockSize; ++i) {
-        qs[b * kQ8_0BlockSize + i] = static_cast<uint8_t>(static_cast<int>(block.qs[i]) + 128);
+        const int64_t k = b * kQ8_0BlockSize + i;
+        panel[(k / 4) * 64 + lane * 4 + k % 4] =
+            static_cast<uint8_t>(static_cast<int>(block.qs[i]) + 128);
       }
     }
   }
@@ -157,6 +170,8 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
     how = !weight_type_info(type).quantized ? "AVX2 FMA"
           : avx512::gemm_qk_supported(type)
               ? "AVX2 integer sub-block scales on activations quantized per 256"
+          : type == WeightType::kQ8_0
+              ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
               : "AVX2 int8 dot products on activations quantized per 32";
   } else {
     const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
@@ -168,6 +183,14 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
         how = bf16 ? fmt::format("AVX512-BF16 (m <= {}), oneDNN bf16{} (m > {})", kMaxSmallMBf16,
                                  isa >= cpu::Isa::kAmx ? " on AMX" : "", kMaxSmallMBf16)
                    : "AVX-512 FMA";
+        break;
+      case WeightType::kQ8_0:
+        how = !bf16 ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
+              : isa >= cpu::Isa::kAmx
+                  ? fmt::format("AVX512-VNNI on 16-row panels, activations quantized per 32 "
+                                "(m <= {}), bf16 slabs + oneDNN on AMX (m > {})",
+                                kMaxSmallMQ8Amx, kMaxSmallMQ8Amx)
+                  : "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)";
         break;
       default: {
         const char* small = avx512::gemm_qk_supported(type)
@@ -301,9 +324,9 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
   switch (w.type) {
     case WeightType::kBF16: return avx512::gemm_bf16_scratch_bytes(m, w.n_in);
     case WeightType::kQ8_0:
-      return m > kMaxSmallMQ8 ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.k_pad),
+      return m > max_small_m_q8_0() ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.n_in),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
-                              : avx512::gemm_q8_0_scratch_bytes(m, w.k_pad);
+                              : avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
       return std::max({avx512::gemm_quant_scratch_bytes(m, w.n_in),
@@ -381,7 +404,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     case WeightType::kQ8_0:
-      if (large_m_ok && has_bf16 && m > kMaxSmallMQ8 && impl_->onednn_q8) {
+      if (large_m_ok && has_bf16 && m > max_small_m_q8_0() && impl_->onednn_q8) {
         avx512::gemm_q8_0_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
       } else if (has_bf16) {
         avx512::gemm_q8_0_vnni(y, x, m, w, scratch);

@@ -4,12 +4,19 @@
 // other (tests switch ISAs with cpu::set_isa_override).
 //   kF32 / kF16 / kBF16 and the other quantized types: GGML rows, (n_out, n_in) row-major,
 //          copied as is (row_bytes each).
-//   kQ8_0: qs (n_out, k_pad) uint8 holding w_q + 128, zero weights (128) in the padding, and
-//          scales (n_out, k_pad / 32) f16. k_pad = n_in rounded up to 64 so that one 512-bit
-//          load covers two whole blocks; the +128 offset lets VNNI's unsigned×signed dot take
-//          the weights as the unsigned side without a per-load sign fix (see gemm_q8_0_avx512.cc).
+//   kQ8_0: panels of 16 output rows (n_out rounded up to 16; the padding rows hold zero
+//          weights), the VNNI layout: in each panel, for each group of 4 inputs (a "quad"), the
+//          16 rows' 4 codes side by side, 64 bytes, so one 512-bit load feeds one vpdpbusd for
+//          16 outputs against one broadcast group of 4 activation codes, and each int32 lane
+//          sums a whole 32-block of one output. Codes are w_q + 128 (unsigned: VNNI's
+//          unsigned x signed dot takes the weights as the unsigned side; see
+//          gemm_q8_0_avx512.cc). Scales: per panel and 32-block, the 16 rows' f16 scales.
+//            code(j, k)  = data[(j / 16) * 16 * n_in + (k / 4) * 64 + (j % 16) * 4 + k % 4]
+//            scale(j, b) = scales[((j / 16) * (n_in / 32) + b) * 16 + j % 16]
+//          A panel is one contiguous stream of 16 * n_in bytes (decode reads it front to back).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "common/aligned_buffer.h"
@@ -17,19 +24,45 @@
 
 namespace vellum::kernels::detail {
 
-inline constexpr int64_t kQ8PadK = 64;
+// Q8_0 panel height (rows of W, i.e. outputs, per panel).
+inline constexpr int64_t kQ8Panel = 16;
 
 struct PackedWeights {
   WeightType type = WeightType::kF32;
   int64_t n_out = 0;
   int64_t n_in = 0;
-  int64_t k_pad = 0;     // kQ8_0 only: row length of qs
-  size_t row_bytes = 0;  // bytes of one row of `data`
-  AlignedBuffer data;    // rows (see above)
+  size_t row_bytes = 0;  // bytes of one row of `data` (kQ8_0: n_in codes)
+  AlignedBuffer data;    // rows, or kQ8_0 panels (see above)
   AlignedBuffer scales;  // kQ8_0 only
 
-  const uint8_t* q8_row(int64_t j) const { return data.as<uint8_t>() + j * k_pad; }
-  const uint16_t* q8_scales(int64_t j) const { return scales.as<uint16_t>() + j * (k_pad / 32); }
+  // kQ8_0 panels.
+  int64_t q8_num_panels() const { return (n_out + kQ8Panel - 1) / kQ8Panel; }
+  const uint8_t* q8_panel(int64_t p) const { return data.as<uint8_t>() + p * kQ8Panel * n_in; }
+  const uint16_t* q8_panel_scales(int64_t p) const {
+    return scales.as<uint16_t>() + p * kQ8Panel * (n_in / 32);
+  }
+  uint8_t q8_code(int64_t j, int64_t k) const {
+    return q8_panel(j / kQ8Panel)[(k / 4) * 64 + (j % kQ8Panel) * 4 + k % 4];
+  }
+  uint16_t q8_scale(int64_t j, int64_t block) const {
+    return q8_panel_scales(j / kQ8Panel)[block * kQ8Panel + j % kQ8Panel];
+  }
+};
+
+// Activations quantized for the Q8_0 panel kernels (AVX-512 and AVX2), per row of n_in values
+// (a multiple of 32): xq int8 codes (n_in), and per 32-block corr = -128 * sum of the block's
+// codes (int32; removes the weights' +128 offset) and d_x (f32).
+struct Q8Activations {
+  int64_t n_in;
+  uint8_t* base;
+  static size_t row_bytes(int64_t n_in) { return static_cast<size_t>(n_in + n_in / 4); }
+  static size_t scratch_bytes(int64_t m, int64_t n_in) {
+    return static_cast<size_t>(m) * row_bytes(n_in) + 64;
+  }
+  uint8_t* row(int64_t r) const { return base + static_cast<size_t>(r) * row_bytes(n_in); }
+  int8_t* xq(int64_t r) const { return reinterpret_cast<int8_t*>(row(r)); }
+  int32_t* corr(int64_t r) const { return reinterpret_cast<int32_t*>(row(r) + n_in); }
+  float* xd(int64_t r) const { return reinterpret_cast<float*>(row(r) + n_in + n_in / 8); }
 };
 
 // y (m, n_out) = x (m, n_in) · Wᵀ on the packed layout, scalar code (Isa::kScalar, and

@@ -172,6 +172,9 @@ std::vector<Shape> q8_shapes() {
   for (int64_t m = 1; m <= 9; ++m) shapes.push_back({m, 6, 128});
   shapes.push_back({33, 11, 96});
   shapes.push_back({40, 70, 256});
+  // Q8_0 tiles of two 16-row panels: a partial second panel, and more rows than one row block.
+  shapes.push_back({5, 20, 64});
+  shapes.push_back({70, 50, 128});
   return shapes;
 }
 

@@ -1,4 +1,4 @@
-// GGML quantized weights (every quantized type, Q8_0 in PackedLinear's repacked layout) with
+// GGML quantized weights (every quantized type but Q8_0: gemm_q8_0_avx2.cc) with
 // AVX2 + FMA, for CPUs without AVX512-VNNI (AVX2-only laptops and desktops, AMD Zen 2/3,
 // AVX-512 CPUs without VNNI).
 //
@@ -7,7 +7,7 @@
 // weight row unpacked in registers into codes q and per-lane d_w, m_w; integer dot products with
 // vpmaddubsw + vpmaddwd. vpmaddubsw saturates at 16 bits, so codes must be small unsigned values
 // (<= 6 bits: 2 · 63 · 127 fits) or signed values used through the sign trick
-// (|q| · sign(x, q), |q| <= 127), which is how the 8-bit codes (Q8_0, the IQ4 codebook) run.
+// (|q| · sign(x, q), |q| <= 127), which is how the IQ4 codebook's 8-bit values run.
 // Q4_K, Q5_K and Q6_K take a faster path: activations per 256 and integer sub-block scales.
 #include <immintrin.h>
 
@@ -180,20 +180,6 @@ struct IQ4_NL : Blocks32<BlockIQ4_NL> {
     return {iq4_signed(nibbles(b->qs)), _mm256_set1_ps(f16(&b->d)), _mm256_setzero_ps()};
   }
 };
-// Q8_0 in PackedLinear's layout: codes + 128 in rows of k_pad bytes, f16 scales per 32.
-struct Q8_0Packed {
-  static constexpr int kGroupElems = 32;
-  static constexpr int kUnits = 1;
-  static constexpr bool kSigned = true;
-  struct State {};
-  static State load(const detail::PackedWeights&, int64_t, int64_t) { return {}; }
-  static Unit unit(const State&, const detail::PackedWeights& w, int64_t j, int64_t g, int) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q8_row(j) + 32 * g));
-    return {_mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))),
-            _mm256_set1_ps(f16(w.q8_scales(j) + g)), _mm256_setzero_ps()};
-  }
-};
-
 template <class Block>
 struct Blocks256 {
   static constexpr int kGroupElems = kQK_K;
@@ -544,6 +530,7 @@ size_t gemm_quant_scratch_bytes(int64_t m, int64_t n_in) {
 
 void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
+  if (w.type == WeightType::kQ8_0) return gemm_q8_0(y, x, m, w, scratch);
   if (w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K || w.type == WeightType::kQ6_K) {
     const QuantizedXK xk{w.n_in, qk_row_bytes(w.n_in), static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
@@ -558,7 +545,6 @@ void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_x_row(xq, r, x + r * w.n_in, w.n_in);
   switch (w.type) {
-    case WeightType::kQ8_0: return run<Q8_0Packed>(y, xq, w, m);
     case WeightType::kQ4_0: return run<Q4_0>(y, xq, w, m);
     case WeightType::kQ4_1: return run<Q4_1>(y, xq, w, m);
     case WeightType::kQ5_0: return run<Q5_0>(y, xq, w, m);

@@ -52,10 +52,10 @@ void gemm_bf16_fma(float* y, const float* x, int64_t m, const detail::PackedWeig
 void gemm_bf16_dot(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                    void* scratch);
 size_t gemm_bf16_scratch_bytes(int64_t m, int64_t n_in);
-// Q8_0 with VNNI: x is quantized per 32-block to int8 in scratch.
+// Q8_0 with VNNI on the panel layout, any m: x is quantized per 32-block to int8 in scratch.
 void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch);
-size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t k_pad);
+size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in);
 // Q8_0 for large m (needs AVX512-BF16): weight slabs dequantized to bf16, oneDNN product.
 void gemm_q8_0_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     const detail::OnednnPlainBf16Matmul& onednn, void* scratch);

@@ -23,25 +23,31 @@ inline constexpr int64_t kRowBlock = 64;
 // row end, into the rows that follow in memory) keeps the loads in flight.
 inline constexpr int kPrefetchBytes = 1024;
 
-// kernel.template tile<R>(r0, j0, num_cols): rows [r0, r0 + R), columns [j0, j0 + num_cols),
-// num_cols in 1..kColsPerTile (a kernel may read clamped column indices but stores num_cols).
-template <class Kernel>
+// Calls kernel.template tile<min(R, rows)>(r0, j0, num_cols).
+template <int R, class Kernel>
+inline void tile_rows(const Kernel& kernel, int64_t rows, int64_t r0, int64_t j0, int num_cols) {
+  if constexpr (R > 1) {
+    if (rows < R) return tile_rows<R - 1>(kernel, rows, r0, j0, num_cols);
+  }
+  kernel.template tile<R>(r0, j0, num_cols);
+}
+
+// kernel.template tile<R>(r0, j0, num_cols): rows [r0, r0 + R) with R in 1..Rows, columns
+// [j0, j0 + num_cols), num_cols in 1..Cols (a kernel may read clamped column indices but stores
+// num_cols).
+template <int Cols = kColsPerTile, int Rows = kRowsPerTile, int64_t RowBlock = kRowBlock,
+          class Kernel>
 void run_gemm(int64_t m, int64_t n_out, const Kernel& kernel) {
-  const int64_t num_col_tiles = (n_out + kColsPerTile - 1) / kColsPerTile;
+  const int64_t num_col_tiles = (n_out + Cols - 1) / Cols;
 #pragma omp parallel
-  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
-    const int64_t m_end = std::min(m, mb + kRowBlock);
+  for (int64_t mb = 0; mb < m; mb += RowBlock) {
+    const int64_t m_end = std::min(m, mb + RowBlock);
 #pragma omp for schedule(static)
     for (int64_t jt = 0; jt < num_col_tiles; ++jt) {
-      const int64_t j0 = jt * kColsPerTile;
-      const int num_cols = static_cast<int>(std::min<int64_t>(kColsPerTile, n_out - j0));
-      for (int64_t r0 = mb; r0 < m_end; r0 += kRowsPerTile) {
-        switch (std::min<int64_t>(kRowsPerTile, m_end - r0)) {
-          case 1: kernel.template tile<1>(r0, j0, num_cols); break;
-          case 2: kernel.template tile<2>(r0, j0, num_cols); break;
-          case 3: kernel.template tile<3>(r0, j0, num_cols); break;
-          default: kernel.template tile<4>(r0, j0, num_cols); break;
-        }
+      const int64_t j0 = jt * Cols;
+      const int num_cols = static_cast<int>(std::min<int64_t>(Cols, n_out - j0));
+      for (int64_t r0 = mb; r0 < m_end; r0 += Rows) {
+        tile_rows<Rows>(kernel, m_end - r0, r0, j0, num_cols);
       }
     }
   }

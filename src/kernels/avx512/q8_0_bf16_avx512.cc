@@ -14,20 +14,24 @@
 namespace vellum::kernels::avx512 {
 namespace {
 
-// Dequantizes packed rows [j0, j0 + num_rows) to bf16 rows of n_in elements.
+// Dequantizes packed rows [j0, j0 + num_rows) to bf16 rows of n_in elements. A row's 32 codes of
+// a block are 8 dwords 64 bytes apart in its panel (packed_weights.h): one gather each.
 void dequantize_slab(uint16_t* out, const detail::PackedWeights& w, int64_t j0, int64_t num_rows) {
   const int64_t n_in = w.n_in;
+  const __m256i quad_offsets = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
+  const __m512i bias = _mm512_set1_epi32(128);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < num_rows; ++r) {
-    const uint8_t* qs = w.q8_row(j0 + r);
-    const uint16_t* scales = w.q8_scales(j0 + r);
+    const int64_t j = j0 + r;
+    const uint8_t* lane = w.q8_panel(j / detail::kQ8Panel) + (j % detail::kQ8Panel) * 4;
     uint16_t* dst = out + r * n_in;
     for (int64_t b = 0; b < n_in / 32; ++b) {
-      const __m512 d = _mm512_set1_ps(fp16_to_float(scales[b]));
-      const __m512i bias = _mm512_set1_epi32(128);
+      const __m512 d = _mm512_set1_ps(fp16_to_float(w.q8_scale(j, b)));
+      const __m256i codes = _mm256_i32gather_epi32(
+          reinterpret_cast<const int*>(lane + b * 8 * 64), quad_offsets, 1);
       for (int half = 0; half < 2; ++half) {
-        const __m128i bytes =
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + b * 32 + half * 16));
+        const __m128i bytes = half == 0 ? _mm256_castsi256_si128(codes)
+                                        : _mm256_extracti128_si256(codes, 1);
         const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), bias);
         const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32 + half * 16),
