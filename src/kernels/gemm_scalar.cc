@@ -1,3 +1,4 @@
+#include <cstring>
 #include <vector>
 
 #include "common/half.h"
@@ -26,6 +27,21 @@ void dot_rows(float* y, const float* x, int64_t m, int64_t n_in, int64_t n_out, 
 
 }  // namespace
 
+float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
+  const uint8_t* scales = q4k_panel_scales(j / kQ8Panel, k / 256);
+  const int64_t lane = j % kQ8Panel;
+  const int64_t sub = (k % 256) / 32;
+  uint16_t d;
+  uint16_t dmin;
+  std::memcpy(&d, scales + 2 * lane, 2);
+  std::memcpy(&dmin, scales + kQ4KDminOffset + 2 * lane, 2);
+  const uint8_t byte = q4k_panel(j / kQ8Panel)[(k / 8) * 64 + lane * 4 + k % 4];
+  const int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
+  return fp16_to_float(d) * static_cast<float>(scales[kQ4KScOffset + sub * kQ8Panel + lane]) *
+             static_cast<float>(code) -
+         fp16_to_float(dmin) * static_cast<float>(scales[kQ4KMnOffset + sub * kQ8Panel + lane]);
+}
+
 void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
   const int64_t n_in = w.n_in;
 #pragma omp parallel for schedule(static)
@@ -52,6 +68,10 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
           return fp16_to_float(w.q8_scale(j, i / 32)) *
                  static_cast<float>(static_cast<int>(w.q8_code(j, i)) - 128);
         });
+        break;
+      }
+      case WeightType::kQ4_K: {
+        dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4k_weight(j, i); });
         break;
       }
       default: {

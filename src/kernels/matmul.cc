@@ -100,6 +100,50 @@ PackedWeights pack_q8_0(const void* w, int64_t n_out, int64_t n_in) {
   return p;
 }
 
+// Q4_K rows into 16-row panels (packed_weights.h): codes regrouped by 8 inputs, the scales and
+// mins of each sub-block unpacked to bytes next to the panel's d and dmin.
+PackedWeights pack_q4_k(const void* w, int64_t n_out, int64_t n_in) {
+  using detail::kQ8Panel;
+  PackedWeights p;
+  p.type = WeightType::kQ4_K;
+  p.n_out = n_out;
+  p.n_in = n_in;
+  p.row_bytes = weight_row_bytes(WeightType::kQ4_K, n_in);
+  const int64_t num_panels = p.q8_num_panels();
+  const int64_t num_blocks = n_in / kQK_K;
+  p.data = AlignedBuffer(static_cast<size_t>(num_panels * 8 * n_in));
+  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * detail::kQ4KPanelScaleBytes));
+  std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = dmin = 0, zero weights
+  std::memset(p.scales.data(), 0, p.scales.size());
+  const auto* blocks = static_cast<const BlockQ4_K*>(w);
+  for (int64_t j = 0; j < n_out; ++j) {
+    const int64_t panel = j / kQ8Panel;
+    const int64_t lane = j % kQ8Panel;
+    uint8_t* codes = p.data.as<uint8_t>() + panel * 8 * n_in;
+    for (int64_t g = 0; g < num_blocks; ++g) {
+      const BlockQ4_K& block = blocks[j * num_blocks + g];
+      auto* scales = p.scales.as<uint8_t>() + (panel * num_blocks + g) * detail::kQ4KPanelScaleBytes;
+      std::memcpy(scales + 2 * lane, &block.d, 2);
+      std::memcpy(scales + detail::kQ4KDminOffset + 2 * lane, &block.dmin, 2);
+      for (int sub = 0; sub < 8; ++sub) {
+        k4_scale_min(sub, block.scales, &scales[detail::kQ4KScOffset + sub * kQ8Panel + lane],
+                     &scales[detail::kQ4KMnOffset + sub * kQ8Panel + lane]);
+      }
+      for (int i = 0; i < kQK_K; ++i) {
+        // GGML: 64-input chunks of 32 bytes, low nibbles first, then high nibbles.
+        const int chunk = i / 64;
+        const int within = i % 64;
+        const uint8_t byte = block.qs[chunk * 32 + within % 32];
+        const uint8_t code = within < 32 ? (byte & 0xF) : (byte >> 4);
+        const int64_t k = g * kQK_K + i;
+        uint8_t& dst = codes[(k / 8) * 64 + lane * 4 + k % 4];
+        dst = static_cast<uint8_t>(dst | (k % 8 < 4 ? code : code << 4));
+      }
+    }
+  }
+  return p;
+}
+
 // Converts every row to `target` (f32 or bf16) through f32.
 PackedWeights pack_converted(const void* w, WeightType type, int64_t n_out, int64_t n_in,
                              WeightType target) {
@@ -170,7 +214,7 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
     how = !weight_type_info(type).quantized ? "AVX2 FMA"
           : avx512::gemm_qk_supported(type)
               ? "AVX2 integer sub-block scales on activations quantized per 256"
-          : type == WeightType::kQ8_0
+          : type == WeightType::kQ8_0 || type == WeightType::kQ4_K
               ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
               : "AVX2 int8 dot products on activations quantized per 32";
   } else {
@@ -183,6 +227,10 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
         how = bf16 ? fmt::format("AVX512-BF16 (m <= {}), oneDNN bf16{} (m > {})", kMaxSmallMBf16,
                                  isa >= cpu::Isa::kAmx ? " on AMX" : "", kMaxSmallMBf16)
                    : "AVX-512 FMA";
+        break;
+      case WeightType::kQ4_K:
+        how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
+                   : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
         break;
       case WeightType::kQ8_0:
         how = !bf16 ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
@@ -229,13 +277,17 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
   Impl& impl = *out.impl_;
   if (target == type && type == WeightType::kQ8_0) {
     impl.weights = pack_q8_0(w, n_out, n_in);
+  } else if (target == type && type == WeightType::kQ4_K) {
+    impl.weights = pack_q4_k(w, n_out, n_in);
   } else if (target == type) {
     impl.weights = pack_rows(w, type, n_out, n_in);
   } else {
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  if (weight_type_info(target).quantized && isa >= cpu::Isa::kAvx512Bf16) {
+  // Q4_K's panels have no bf16 slab fill: its VNNI kernel runs every m.
+  if (weight_type_info(target).quantized && target != WeightType::kQ4_K &&
+      isa >= cpu::Isa::kAvx512Bf16) {
     try {
       impl.onednn_q8 = std::make_unique<detail::OnednnPlainBf16Matmul>();
     } catch (const std::exception& e) {
@@ -327,6 +379,7 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
       return m > max_small_m_q8_0() ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.n_in),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
+    case WeightType::kQ4_K: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
       return std::max({avx512::gemm_quant_scratch_bytes(m, w.n_in),
@@ -408,6 +461,13 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
         avx512::gemm_q8_0_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
       } else if (has_bf16) {
         avx512::gemm_q8_0_vnni(y, x, m, w, scratch);
+      } else {
+        avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
+      }
+      return;
+    case WeightType::kQ4_K:
+      if (has_bf16) {
+        avx512::gemm_q4_k_vnni(y, x, m, w, scratch);
       } else {
         avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
       }

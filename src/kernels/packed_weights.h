@@ -10,10 +10,15 @@
 //          16 outputs against one broadcast group of 4 activation codes, and each int32 lane
 //          sums a whole 32-block of one output. Codes are w_q + 128 (unsigned: VNNI's
 //          unsigned x signed dot takes the weights as the unsigned side; see
-//          gemm_q8_0_avx512.cc). Scales: per panel and 32-block, the 16 rows' f16 scales.
+//          gemm_panels_avx512.cc). Scales: per panel and 32-block, the 16 rows' f16 scales.
 //            code(j, k)  = data[(j / 16) * 16 * n_in + (k / 4) * 64 + (j % 16) * 4 + k % 4]
 //            scale(j, b) = scales[((j / 16) * (n_in / 32) + b) * 16 + j % 16]
 //          A panel is one contiguous stream of 16 * n_in bytes (decode reads it front to back).
+//   kQ4_K: the same 16-row panels with 4-bit codes: for each group of 8 inputs, 64 bytes whose
+//          byte (j % 16) * 4 + i holds code(j, 8t + i) in its low and code(j, 8t + 4 + i) in its
+//          high nibble (one load and a mask / shift give two quads). Per panel and 256-block
+//          (kQ4KPanelScaleBytes): d[16], dmin[16] (f16), then the 6-bit sub-block scales sc[8][16]
+//          and mins mn[8][16] (one byte each): w = d * sc * code - dmin * mn.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +29,13 @@
 
 namespace vellum::kernels::detail {
 
-// Q8_0 panel height (rows of W, i.e. outputs, per panel).
+// Panel height of the Q8_0 and Q4_K layouts (rows of W, i.e. outputs, per panel).
 inline constexpr int64_t kQ8Panel = 16;
+// Bytes of Q4_K scales per panel and 256-block, and their offsets.
+inline constexpr int64_t kQ4KPanelScaleBytes = 320;
+inline constexpr int64_t kQ4KDminOffset = 32;
+inline constexpr int64_t kQ4KScOffset = 64;
+inline constexpr int64_t kQ4KMnOffset = 192;
 
 struct PackedWeights {
   WeightType type = WeightType::kF32;
@@ -47,11 +57,19 @@ struct PackedWeights {
   uint16_t q8_scale(int64_t j, int64_t block) const {
     return q8_panel_scales(j / kQ8Panel)[block * kQ8Panel + j % kQ8Panel];
   }
+
+  // kQ4_K panels (q8_num_panels() of them).
+  const uint8_t* q4k_panel(int64_t p) const { return data.as<uint8_t>() + p * 8 * n_in; }
+  const uint8_t* q4k_panel_scales(int64_t p, int64_t block) const {
+    return scales.as<uint8_t>() + (p * (n_in / 256) + block) * kQ4KPanelScaleBytes;
+  }
+  // Weight (j, k) as GGML's dequantization computes it.
+  float q4k_weight(int64_t j, int64_t k) const;
 };
 
 // Activations quantized for the Q8_0 panel kernels (AVX-512 and AVX2), per row of n_in values
-// (a multiple of 32): xq int8 codes (n_in), and per 32-block corr = -128 * sum of the block's
-// codes (int32; removes the weights' +128 offset) and d_x (f32).
+// (a multiple of 32): xq int8 codes (n_in), and per 32-block the sum of the block's codes (int32;
+// for the Q8_0 weights' +128 offset and the Q4_K mins) and d_x (f32).
 struct Q8Activations {
   int64_t n_in;
   uint8_t* base;
@@ -61,7 +79,7 @@ struct Q8Activations {
   }
   uint8_t* row(int64_t r) const { return base + static_cast<size_t>(r) * row_bytes(n_in); }
   int8_t* xq(int64_t r) const { return reinterpret_cast<int8_t*>(row(r)); }
-  int32_t* corr(int64_t r) const { return reinterpret_cast<int32_t*>(row(r) + n_in); }
+  int32_t* sum(int64_t r) const { return reinterpret_cast<int32_t*>(row(r) + n_in); }
   float* xd(int64_t r) const { return reinterpret_cast<float*>(row(r) + n_in + n_in / 8); }
 };
 

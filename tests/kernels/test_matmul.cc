@@ -187,6 +187,9 @@ std::vector<Shape> k_shapes() {
   shapes.push_back({17, 5, 512});
   shapes.push_back({33, 11, 256});
   shapes.push_back({40, 70, 512});
+  // Q4_K's two-panel tiles: a partial second panel, and more rows than one row block.
+  shapes.push_back({7, 20, 256});
+  shapes.push_back({130, 40, 256});
   return shapes;
 }
 

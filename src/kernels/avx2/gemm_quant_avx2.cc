@@ -1,4 +1,4 @@
-// GGML quantized weights (every quantized type but Q8_0: gemm_q8_0_avx2.cc) with
+// GGML quantized weights (every quantized type but Q8_0: gemm_panels_avx2.cc) with
 // AVX2 + FMA, for CPUs without AVX512-VNNI (AVX2-only laptops and desktops, AMD Zen 2/3,
 // AVX-512 CPUs without VNNI).
 //
@@ -531,6 +531,7 @@ size_t gemm_quant_scratch_bytes(int64_t m, int64_t n_in) {
 void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
   if (w.type == WeightType::kQ8_0) return gemm_q8_0(y, x, m, w, scratch);
+  if (w.type == WeightType::kQ4_K) return gemm_q4_k(y, x, m, w, scratch);
   if (w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K || w.type == WeightType::kQ6_K) {
     const QuantizedXK xk{w.n_in, qk_row_bytes(w.n_in), static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)

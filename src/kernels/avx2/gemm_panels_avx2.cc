@@ -1,0 +1,255 @@
+// Q8_0 and Q4_K weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
+// without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
+// a ymm holds one quad (4 inputs) of 8 outputs; the 4 matching activation codes are broadcast. vpmaddubsw wants
+// unsigned × signed bytes and saturates at 16 bits, so the weights (stored w + 128) are made
+// signed again and multiplied through the sign trick, |w| · sign(x, w): |w| <= 128 and
+// |x| <= 127 keep each pair sum within 16 bits. vpmaddwd then sums the pairs into the int32 lane
+// of each output; eight quads make a 32-block, then one f32 multiply-add applies d_w · d_x.
+// As on AVX-512, every output lane's arithmetic is independent of the other rows (batch
+// invariance), and the int32 block sums are exact, so both ISAs give the same bits.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/avx2/avx2_quant.h"
+
+namespace vellum::kernels::avx2 {
+namespace {
+
+using detail::kQ8Panel;
+using detail::Q8Activations;
+
+constexpr int kRows = 2;
+constexpr int64_t kRowBlock = 64;
+
+float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+void quantize_row(const Q8Activations& q, int64_t r, const float* x) {
+  int8_t* xq = q.xq(r);
+  int32_t* sum = q.sum(r);
+  float* xd = q.xd(r);
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < q.n_in / 32; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[i]));
+    }
+    const float d = hmax(amax) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) {
+      qi[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    // int32 -> int8 with saturation, back in element order.
+    const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
+    const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
+    __m256i bytes = _mm256_packs_epi16(p01, p23);
+    bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + b * 32), bytes);
+    // Σ codes: pairs, then quads, then the 8 lanes.
+    const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes),
+                                          _mm256_set1_epi16(1));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    sum[b] = _mm_cvtsi128_si32(s4);
+    xd[b] = d;
+  }
+}
+
+// Stores num_cols of the 16 outputs (two halves of 8) of rows [r0, r0 + R).
+template <int R>
+void store_tile(float* y, const __m256 (&acc)[R][2], int64_t n_out, int64_t r0, int64_t j0,
+                int num_cols) {
+  for (int r = 0; r < R; ++r) {
+    float* out = y + (r0 + r) * n_out + j0;
+    if (num_cols == kQ8Panel) {
+      _mm256_storeu_ps(out, acc[r][0]);
+      _mm256_storeu_ps(out + 8, acc[r][1]);
+    } else {
+      alignas(32) float lanes[16];
+      _mm256_store_ps(lanes, acc[r][0]);
+      _mm256_store_ps(lanes + 8, acc[r][1]);
+      std::memcpy(out, lanes, static_cast<size_t>(num_cols) * sizeof(float));
+    }
+  }
+}
+
+// Q8_0: rows [r0, r0 + R) × the 16 outputs of panel j0 / 16 (num_cols of them stored).
+template <int R>
+void tile_q8_0(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+          int64_t j0, int num_cols) {
+  const uint8_t* panel = w.q8_panel(j0 / kQ8Panel);
+  const uint16_t* scales = w.q8_panel_scales(j0 / kQ8Panel);
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < w.n_in / 32; ++b) {
+    __m256i dot[R][2];
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+    for (int quad = 0; quad < 8; ++quad) {
+      const uint8_t* q = panel + (b * 8 + quad) * 64;
+      _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
+      __m256i ws[2];
+      __m256i wa[2];
+      for (int h = 0; h < 2; ++h) {
+        ws[h] = _mm256_xor_si256(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h)), offset);
+        wa[h] = _mm256_sign_epi8(ws[h], ws[h]);
+      }
+      for (int r = 0; r < R; ++r) {
+        int32_t quad_codes;
+        std::memcpy(&quad_codes, xq.xq(r0 + r) + b * 32 + quad * 4, sizeof(quad_codes));
+        const __m256i xv = _mm256_set1_epi32(quad_codes);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i p = _mm256_maddubs_epi16(wa[h], _mm256_sign_epi8(xv, ws[h]));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+        }
+      }
+    }
+    __m256 wd[2];
+    for (int h = 0; h < 2; ++h) {
+      wd[h] = _mm256_cvtph_ps(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(scales + b * kQ8Panel + 8 * h)));
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 xd = _mm256_set1_ps(xq.xd(r0 + r)[b]);
+      for (int h = 0; h < 2; ++h) {
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(wd[h], xd),
+                                    acc[r][h]);
+      }
+    }
+  }
+  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
+}
+
+// Q4_K panels: one 32-byte load holds two quads of 8 outputs in its nibbles; codes 0..15 are
+// unsigned, so vpmaddubsw takes them directly. Per 32-input sub-block: d·sc·d_x times the dot,
+// plus -dmin·mn·d_x·Σx_q (see avx512/gemm_panels_avx512.cc).
+template <int R>
+void tile_q4_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+               int64_t j0, int num_cols) {
+  const int64_t panel = j0 / kQ8Panel;
+  const uint8_t* codes = w.q4k_panel(panel);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < w.n_in / 256; ++g) {
+    const uint8_t* scales = w.q4k_panel_scales(panel, g);
+    __m256 d[2];
+    __m256 dmin[2];
+    for (int h = 0; h < 2; ++h) {
+      d[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+      dmin[h] = _mm256_cvtph_ps(_mm_load_si128(
+          reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
+    }
+    for (int sub = 0; sub < 8; ++sub) {
+      const int64_t blk = g * 8 + sub;
+      __m256i dot[R][2];
+      for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+      for (int t = 0; t < 4; ++t) {
+        const uint8_t* q = codes + (blk * 4 + t) * 64;
+        _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
+        __m256i lo[2];
+        __m256i hi[2];
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
+          lo[h] = _mm256_and_si256(v, nibble);
+          hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+        }
+        for (int r = 0; r < R; ++r) {
+          int32_t quads[2];
+          std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + t * 8, sizeof(quads));
+          const __m256i xa = _mm256_set1_epi32(quads[0]);
+          const __m256i xb = _mm256_set1_epi32(quads[1]);
+          for (int h = 0; h < 2; ++h) {
+            // Each pair sum is at most 2 · 15 · 127: the two halves still fit 16 bits added.
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
+                                               _mm256_maddubs_epi16(hi[h], xb));
+            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+          }
+        }
+      }
+      __m256 sc[2];
+      __m256 mn[2];
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* s8 = scales + detail::kQ4KScOffset + sub * kQ8Panel + 8 * h;
+        const uint8_t* m8 = scales + detail::kQ4KMnOffset + sub * kQ8Panel + 8 * h;
+        sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
+                              d[h]);
+        mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m8)))),
+                              dmin[h]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const float dx = xq.xd(r0 + r)[blk];
+        const __m256 vdx = _mm256_set1_ps(dx);
+        const __m256 vmin = _mm256_set1_ps(-dx * static_cast<float>(xq.sum(r0 + r)[blk]));
+        for (int h = 0; h < 2; ++h) {
+          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(sc[h], vdx),
+                                      acc[r][h]);
+          acc[r][h] = _mm256_fmadd_ps(mn[h], vmin, acc[r][h]);
+        }
+      }
+    }
+  }
+  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
+}
+
+using TileFn = void (*)(float*, const Q8Activations&, const detail::PackedWeights&, int64_t,
+                        int64_t, int);
+
+// Quantizes x, then runs the tiles: threads split the panels, rows go by two.
+void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                void* scratch, TileFn tile1, TileFn tile2) {
+  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
+#pragma omp parallel for schedule(static) if (m >= 16)
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  const int64_t num_panels = w.q8_num_panels();
+#pragma omp parallel
+  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
+    const int64_t m_end = std::min(m, mb + kRowBlock);
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < num_panels; ++p) {
+      const int64_t j0 = p * kQ8Panel;
+      const int num_cols = static_cast<int>(std::min<int64_t>(kQ8Panel, w.n_out - j0));
+      for (int64_t r0 = mb; r0 < m_end; r0 += kRows) {
+        if (m_end - r0 >= 2) {
+          tile2(y, xq, w, r0, j0, num_cols);
+        } else {
+          tile1(y, xq, w, r0, j0, num_cols);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in) {
+  return Q8Activations::scratch_bytes(m, n_in);
+}
+
+void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+               void* scratch) {
+  run_panels(y, x, m, w, scratch, tile_q8_0<1>, tile_q8_0<2>);
+}
+
+void gemm_q4_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+               void* scratch) {
+  run_panels(y, x, m, w, scratch, tile_q4_k<1>, tile_q4_k<2>);
+}
+
+}  // namespace vellum::kernels::avx2

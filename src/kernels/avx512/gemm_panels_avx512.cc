@@ -1,0 +1,281 @@
+// Q8_0 and Q4_K weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
+// every m.
+//
+// The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
+// into scratch. A zmm of weights holds one quad (4 inputs) of 16 outputs; the matching 4
+// activation codes are broadcast, and one vpdpbusd adds 4 products into each output's int32
+// lane. Eight quads make a 32-block, exactly summed in int32; then one f32 multiply-add per
+// (row, 16 outputs) applies d_w · d_x. vpdpbusd wants unsigned × signed bytes: the weights are
+// stored as w + 128 and each block's dot starts from -128 · Σ x_q (per row and block, computed
+// with the activations), which removes the offset exactly:  Σ (w + 128) x = Σ w x + 128 Σ x.
+//
+// A tile is up to 6 activation rows × 2 panels (32 outputs): 12 int32 and 12 f32 accumulators.
+// Each output lane's arithmetic is the same whatever the other rows are (no horizontal sums), so
+// a row's result does not depend on m (batch invariance).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/avx512/avx512_kernels.h"
+#include "kernels/avx512/gemm_driver.h"
+#include "kernels/avx512/vec_math.h"
+
+namespace vellum::kernels::avx512 {
+namespace {
+
+using detail::kQ8Panel;
+using detail::Q8Activations;
+
+constexpr int kPanelsPerTile = 2;
+constexpr int kRows = 6;
+constexpr int64_t kRowBlockQ8 = 128;
+
+void quantize_row(const Q8Activations& q, int64_t r, const float* x) {
+  int8_t* xq = q.xq(r);
+  int32_t* sum = q.sum(r);
+  float* xd = q.xd(r);
+  for (int64_t b = 0; b < q.n_in / 32; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + b * 32);
+    const __m512 v1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
+    // |q| <= 127 after the rounding (amax maps to ±127), so the saturating stores kept q exactly.
+    sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    xd[b] = d;
+  }
+}
+
+int32_t load_quad(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+struct Q8PanelKernel {
+  float* y;
+  Q8Activations xq;
+  const detail::PackedWeights* w;
+
+  template <int R, int P>
+  void panels(int64_t r0, int64_t j0, int num_cols) const {
+    const int64_t n_in = w->n_in;
+    const int64_t n_out = w->n_out;
+    const uint8_t* wq[P];
+    const uint16_t* ws[P];
+    #pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      wq[p] = w->q8_panel(j0 / kQ8Panel + p);
+      ws[p] = w->q8_panel_scales(j0 / kQ8Panel + p);
+    }
+    __m512 acc[R][P];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < n_in / 32; ++b) {
+      __m512i dot[R][P];
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i corr = _mm512_set1_epi32(-128 * xq.sum(r0 + r)[b]);
+        #pragma GCC unroll 2
+        for (int p = 0; p < P; ++p) dot[r][p] = corr;
+      }
+      #pragma GCC unroll 8
+      for (int quad = 0; quad < 8; ++quad) {
+        const int64_t offset = (b * 8 + quad) * 64;
+        __m512i wv[P];
+        #pragma GCC unroll 2
+        for (int p = 0; p < P; ++p) {
+          wv[p] = _mm512_load_si512(wq[p] + offset);
+          _mm_prefetch(reinterpret_cast<const char*>(wq[p] + offset) + kPrefetchBytes,
+                       _MM_HINT_T0);
+        }
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m512i xv = _mm512_set1_epi32(load_quad(xq.xq(r0 + r) + b * 32 + quad * 4));
+          #pragma GCC unroll 2
+          for (int p = 0; p < P; ++p) dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], wv[p], xv);
+        }
+      }
+      __m512 wd[P];
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        wd[p] = _mm512_cvtph_ps(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(ws[p] + b * kQ8Panel)));
+      }
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 xd = _mm512_set1_ps(xq.xd(r0 + r)[b]);
+        #pragma GCC unroll 2
+        for (int p = 0; p < P; ++p) {
+          acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_mul_ps(wd[p], xd),
+                                      acc[r][p]);
+        }
+      }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
+        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
+      }
+    }
+  }
+
+  template <int R>
+  void tile(int64_t r0, int64_t j0, int num_cols) const {
+    if (num_cols > kQ8Panel) {
+      panels<R, 2>(r0, j0, num_cols);
+    } else {
+      panels<R, 1>(r0, j0, num_cols);
+    }
+  }
+};
+
+// Q4_K: the same tiles on 4-bit panels. One load gives two quads of 16 outputs (low and high
+// nibbles, codes 0..15, unsigned as vpdpbusd wants them: no offset). Per 32-input sub-block the
+// int32 dot is scaled by d·sc·d_x and the min term -dmin·mn·d_x·Σx_q is added, so activations
+// quantized per 32 line up with the sub-blocks. Four rows per tile (the nibble masks and scale
+// vectors take the registers a sixth row would need).
+struct Q4KPanelKernel {
+  float* y;
+  Q8Activations xq;
+  const detail::PackedWeights* w;
+
+  template <int R, int P>
+  void panels(int64_t r0, int64_t j0, int num_cols) const {
+    const int64_t n_out = w->n_out;
+    const int64_t panel0 = j0 / kQ8Panel;
+    const uint8_t* codes[P];
+    #pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) codes[p] = w->q4k_panel(panel0 + p);
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    __m512 acc[R][P];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < w->n_in / 256; ++g) {
+      const uint8_t* scales[P];
+      __m512 d[P];
+      __m512 dmin[P];
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        scales[p] = w->q4k_panel_scales(panel0 + p, g);
+        d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
+        dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
+            reinterpret_cast<const __m256i*>(scales[p] + detail::kQ4KDminOffset)));
+      }
+      for (int sub = 0; sub < 8; ++sub) {
+        const int64_t blk = g * 8 + sub;  // the 32-block of the activations
+        __m512i dot[R][P];
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          #pragma GCC unroll 2
+          for (int p = 0; p < P; ++p) dot[r][p] = _mm512_setzero_si512();
+        }
+        #pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) {
+          const int64_t offset = (blk * 4 + t) * 64;
+          __m512i lo[P];
+          __m512i hi[P];
+          #pragma GCC unroll 2
+          for (int p = 0; p < P; ++p) {
+            const __m512i v = _mm512_load_si512(codes[p] + offset);
+            _mm_prefetch(reinterpret_cast<const char*>(codes[p] + offset) + kPrefetchBytes,
+                         _MM_HINT_T0);
+            lo[p] = _mm512_and_si512(v, nibble);
+            hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+          }
+          #pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
+            const __m512i xa = _mm512_set1_epi32(load_quad(x));
+            const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
+            #pragma GCC unroll 2
+            for (int p = 0; p < P; ++p) {
+              dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
+              dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
+            }
+          }
+        }
+        __m512 sc[P];
+        __m512 mn[P];
+        #pragma GCC unroll 2
+        for (int p = 0; p < P; ++p) {
+          const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KScOffset +
+                                                             sub * kQ8Panel);
+          const auto* m8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KMnOffset +
+                                                             sub * kQ8Panel);
+          sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(s8))), d[p]);
+          mn[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(m8))),
+                                dmin[p]);
+        }
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const float dx = xq.xd(r0 + r)[blk];
+          const __m512 vdx = _mm512_set1_ps(dx);
+          const __m512 vmin = _mm512_set1_ps(-dx * static_cast<float>(xq.sum(r0 + r)[blk]));
+          #pragma GCC unroll 2
+          for (int p = 0; p < P; ++p) {
+            acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_mul_ps(sc[p], vdx),
+                                        acc[r][p]);
+            acc[r][p] = _mm512_fmadd_ps(mn[p], vmin, acc[r][p]);
+          }
+        }
+      }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
+        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
+      }
+    }
+  }
+
+  template <int R>
+  void tile(int64_t r0, int64_t j0, int num_cols) const {
+    if (num_cols > kQ8Panel) {
+      panels<R, 2>(r0, j0, num_cols);
+    } else {
+      panels<R, 1>(r0, j0, num_cols);
+    }
+  }
+};
+
+}  // namespace
+
+size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in) {
+  return Q8Activations::scratch_bytes(m, n_in);
+}
+
+void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                    void* scratch) {
+  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
+#pragma omp parallel for schedule(static) if (m >= 16)
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  const Q8PanelKernel kernel{y, xq, &w};
+  run_gemm<kPanelsPerTile * kQ8Panel, kRows, kRowBlockQ8>(m, w.n_out, kernel);
+}
+
+void gemm_q4_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                    void* scratch) {
+  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
+#pragma omp parallel for schedule(static) if (m >= 16)
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  const Q4KPanelKernel kernel{y, xq, &w};
+  run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+}
+
+}  // namespace vellum::kernels::avx512
