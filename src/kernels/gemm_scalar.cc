@@ -42,6 +42,23 @@ float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
          fp16_to_float(dmin) * static_cast<float>(scales[kQ4KMnOffset + sub * kQ8Panel + lane]);
 }
 
+float PackedWeights::q6k_weight(int64_t j, int64_t k) const {
+  const int64_t lane = j % kQ8Panel;
+  const uint8_t* scales = q6k_panel_scales(j / kQ8Panel, k / 256);
+  const uint8_t* block = q6k_panel(j / kQ8Panel) + (k / 32) * kQ6KPanelBlockBytes;
+  const int64_t t = (k % 32) / 8;  // nibble vector
+  const bool high_nibble = k % 8 >= 4;
+  const int64_t byte = lane * 4 + k % 4;
+  const uint8_t nibbles = block[t * 64 + byte];
+  const uint8_t top = block[256 + (t / 2) * 64 + byte];
+  const int shift = static_cast<int>(4 * (t % 2) + (high_nibble ? 2 : 0));
+  const int code = (high_nibble ? nibbles >> 4 : nibbles & 0xF) | (((top >> shift) & 3) << 4);
+  uint16_t d;
+  std::memcpy(&d, scales + 2 * lane, 2);
+  const auto sc = static_cast<int8_t>(scales[kQ6KScOffset + ((k % 256) / 16) * kQ8Panel + lane]);
+  return fp16_to_float(d) * static_cast<float>(sc) * static_cast<float>(code - 32);
+}
+
 void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
   const int64_t n_in = w.n_in;
 #pragma omp parallel for schedule(static)
@@ -72,6 +89,10 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
       }
       case WeightType::kQ4_K: {
         dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4k_weight(j, i); });
+        break;
+      }
+      case WeightType::kQ6_K: {
+        dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q6k_weight(j, i); });
         break;
       }
       default: {

@@ -144,6 +144,54 @@ PackedWeights pack_q4_k(const void* w, int64_t n_out, int64_t n_in) {
   return p;
 }
 
+// Q6_K rows into 16-row panels (packed_weights.h).
+PackedWeights pack_q6_k(const void* w, int64_t n_out, int64_t n_in) {
+  using detail::kQ8Panel;
+  PackedWeights p;
+  p.type = WeightType::kQ6_K;
+  p.n_out = n_out;
+  p.n_in = n_in;
+  p.row_bytes = weight_row_bytes(WeightType::kQ6_K, n_in);
+  const int64_t num_panels = p.q8_num_panels();
+  const int64_t num_blocks = n_in / kQK_K;
+  p.data = AlignedBuffer(static_cast<size_t>(num_panels * (n_in / 32) * detail::kQ6KPanelBlockBytes));
+  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * detail::kQ6KPanelScaleBytes));
+  std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = 0
+  std::memset(p.scales.data(), 0, p.scales.size());
+  const auto* blocks = static_cast<const BlockQ6_K*>(w);
+  for (int64_t j = 0; j < n_out; ++j) {
+    const int64_t panel = j / kQ8Panel;
+    const int64_t lane = j % kQ8Panel;
+    for (int64_t g = 0; g < num_blocks; ++g) {
+      const BlockQ6_K& block = blocks[j * num_blocks + g];
+      auto* scales = p.scales.as<uint8_t>() + (panel * num_blocks + g) * detail::kQ6KPanelScaleBytes;
+      std::memcpy(scales + 2 * lane, &block.d, 2);
+      for (int sub = 0; sub < 16; ++sub) {
+        scales[detail::kQ6KScOffset + sub * kQ8Panel + lane] = static_cast<uint8_t>(block.scales[sub]);
+      }
+      for (int e = 0; e < kQK_K; ++e) {
+        // GGML: 128-input halves; in each, 32 inputs per quarter from ql's nibbles and qh's bits.
+        const int half = e / 128;
+        const int quarter = (e % 128) / 32;
+        const int l = e % 32;
+        const uint8_t low_byte = block.ql[64 * half + l + (quarter % 2) * 32];
+        const int low = quarter < 2 ? (low_byte & 0xF) : (low_byte >> 4);
+        const int top = (block.qh[32 * half + l] >> (2 * quarter)) & 3;
+        const int64_t k = g * kQK_K + e;
+        uint8_t* panel_block = p.data.as<uint8_t>() +
+                               (panel * (n_in / 32) + k / 32) * detail::kQ6KPanelBlockBytes;
+        const int64_t t = (k % 32) / 8;
+        const bool high_nibble = k % 8 >= 4;
+        const int64_t byte = lane * 4 + k % 4;
+        panel_block[t * 64 + byte] |= static_cast<uint8_t>(high_nibble ? low << 4 : low);
+        const int shift = static_cast<int>(4 * (t % 2) + (high_nibble ? 2 : 0));
+        panel_block[256 + (t / 2) * 64 + byte] |= static_cast<uint8_t>(top << shift);
+      }
+    }
+  }
+  return p;
+}
+
 // Converts every row to `target` (f32 or bf16) through f32.
 PackedWeights pack_converted(const void* w, WeightType type, int64_t n_out, int64_t n_in,
                              WeightType target) {
@@ -212,10 +260,10 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
     how = "scalar";
   } else if (isa < cpu::Isa::kAvx512) {
     how = !weight_type_info(type).quantized ? "AVX2 FMA"
+          : type == WeightType::kQ8_0 || type == WeightType::kQ4_K || type == WeightType::kQ6_K
+              ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
           : avx512::gemm_qk_supported(type)
               ? "AVX2 integer sub-block scales on activations quantized per 256"
-          : type == WeightType::kQ8_0 || type == WeightType::kQ4_K
-              ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
               : "AVX2 int8 dot products on activations quantized per 32";
   } else {
     const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
@@ -229,6 +277,7 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                    : "AVX-512 FMA";
         break;
       case WeightType::kQ4_K:
+      case WeightType::kQ6_K:
         how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
                    : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
         break;
@@ -279,14 +328,17 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_q8_0(w, n_out, n_in);
   } else if (target == type && type == WeightType::kQ4_K) {
     impl.weights = pack_q4_k(w, n_out, n_in);
+  } else if (target == type && type == WeightType::kQ6_K) {
+    impl.weights = pack_q6_k(w, n_out, n_in);
   } else if (target == type) {
     impl.weights = pack_rows(w, type, n_out, n_in);
   } else {
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  // Q4_K's panels have no bf16 slab fill: its VNNI kernel runs every m.
+  // Q4_K's and Q6_K's panels have no bf16 slab fill: their VNNI kernels run every m.
   if (weight_type_info(target).quantized && target != WeightType::kQ4_K &&
+      target != WeightType::kQ6_K &&
       isa >= cpu::Isa::kAvx512Bf16) {
     try {
       impl.onednn_q8 = std::make_unique<detail::OnednnPlainBf16Matmul>();
@@ -379,7 +431,8 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
       return m > max_small_m_q8_0() ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.n_in),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
-    case WeightType::kQ4_K: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
       return std::max({avx512::gemm_quant_scratch_bytes(m, w.n_in),
@@ -466,8 +519,13 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
       if (has_bf16) {
-        avx512::gemm_q4_k_vnni(y, x, m, w, scratch);
+        if (w.type == WeightType::kQ4_K) {
+          avx512::gemm_q4_k_vnni(y, x, m, w, scratch);
+        } else {
+          avx512::gemm_q6_k_vnni(y, x, m, w, scratch);
+        }
       } else {
         avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
       }

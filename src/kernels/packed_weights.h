@@ -19,6 +19,12 @@
 //          high nibble (one load and a mask / shift give two quads). Per panel and 256-block
 //          (kQ4KPanelScaleBytes): d[16], dmin[16] (f16), then the 6-bit sub-block scales sc[8][16]
 //          and mins mn[8][16] (one byte each): w = d * sc * code - dmin * mn.
+//   kQ6_K: 16-row panels of 6-bit codes (0..63, w = d * sc * (code - 32)): per 32-block, four
+//          64-byte vectors of low nibbles arranged as Q4_K's, then two vectors of the high bits:
+//          vector h, byte (j % 16) * 4 + i holds the top 2 bits of the codes of nibble vectors
+//          2h (bits 0-1 low nibble's code, 2-3 high nibble's) and 2h + 1 (bits 4-5, 6-7).
+//          Per panel and 256-block (kQ6KPanelScaleBytes): d[16] (f16), then the signed scales
+//          of the 16-input sub-blocks, sc[16][16].
 #pragma once
 
 #include <cstddef>
@@ -36,6 +42,10 @@ inline constexpr int64_t kQ4KPanelScaleBytes = 320;
 inline constexpr int64_t kQ4KDminOffset = 32;
 inline constexpr int64_t kQ4KScOffset = 64;
 inline constexpr int64_t kQ4KMnOffset = 192;
+// Q6_K: bytes per panel and 32-block of codes; scales per panel and 256-block.
+inline constexpr int64_t kQ6KPanelBlockBytes = 384;
+inline constexpr int64_t kQ6KPanelScaleBytes = 288;
+inline constexpr int64_t kQ6KScOffset = 32;
 
 struct PackedWeights {
   WeightType type = WeightType::kF32;
@@ -65,15 +75,25 @@ struct PackedWeights {
   }
   // Weight (j, k) as GGML's dequantization computes it.
   float q4k_weight(int64_t j, int64_t k) const;
+
+  // kQ6_K panels (q8_num_panels() of them).
+  const uint8_t* q6k_panel(int64_t p) const {
+    return data.as<uint8_t>() + p * (n_in / 32) * kQ6KPanelBlockBytes;
+  }
+  const uint8_t* q6k_panel_scales(int64_t p, int64_t block) const {
+    return scales.as<uint8_t>() + (p * (n_in / 256) + block) * kQ6KPanelScaleBytes;
+  }
+  float q6k_weight(int64_t j, int64_t k) const;
 };
 
-// Activations quantized for the Q8_0 panel kernels (AVX-512 and AVX2), per row of n_in values
-// (a multiple of 32): xq int8 codes (n_in), and per 32-block the sum of the block's codes (int32;
-// for the Q8_0 weights' +128 offset and the Q4_K mins) and d_x (f32).
+// Activations quantized for the panel kernels (AVX-512 and AVX2), per row of n_in values (a
+// multiple of 32): xq int8 codes (n_in), and per 32-block the sum of the block's codes (int32;
+// for the Q8_0 weights' +128 offset and the Q4_K mins), d_x (f32), and the sum of the block's
+// first 16 codes (int32; Q6_K's 16-input sub-blocks).
 struct Q8Activations {
   int64_t n_in;
   uint8_t* base;
-  static size_t row_bytes(int64_t n_in) { return static_cast<size_t>(n_in + n_in / 4); }
+  static size_t row_bytes(int64_t n_in) { return static_cast<size_t>(n_in + 3 * n_in / 8); }
   static size_t scratch_bytes(int64_t m, int64_t n_in) {
     return static_cast<size_t>(m) * row_bytes(n_in) + 64;
   }
@@ -81,6 +101,9 @@ struct Q8Activations {
   int8_t* xq(int64_t r) const { return reinterpret_cast<int8_t*>(row(r)); }
   int32_t* sum(int64_t r) const { return reinterpret_cast<int32_t*>(row(r) + n_in); }
   float* xd(int64_t r) const { return reinterpret_cast<float*>(row(r) + n_in + n_in / 8); }
+  int32_t* sum_lo(int64_t r) const {
+    return reinterpret_cast<int32_t*>(row(r) + n_in + n_in / 4);
+  }
 };
 
 // y (m, n_out) = x (m, n_in) · Wᵀ on the packed layout, scalar code (Isa::kScalar, and

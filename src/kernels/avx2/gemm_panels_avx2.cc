@@ -1,4 +1,4 @@
-// Q8_0 and Q4_K weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
+// Q8_0, Q4_K and Q6_K weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
 // without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
 // a ymm holds one quad (4 inputs) of 8 outputs; the 4 matching activation codes are broadcast. vpmaddubsw wants
 // unsigned × signed bytes and saturates at 16 bits, so the weights (stored w + 128) are made
@@ -62,6 +62,11 @@ void quantize_row(const Q8Activations& q, int64_t r, const float* x) {
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
     sum[b] = _mm_cvtsi128_si32(s4);
+    // Σ of the first 16 codes: lanes 0-3 of s32.
+    __m128i lo4 = _mm256_castsi256_si128(s32);
+    lo4 = _mm_add_epi32(lo4, _mm_shuffle_epi32(lo4, 0x4E));
+    lo4 = _mm_add_epi32(lo4, _mm_shuffle_epi32(lo4, 0xB1));
+    q.sum_lo(r)[b] = _mm_cvtsi128_si32(lo4);
     xd[b] = d;
   }
 }
@@ -208,6 +213,84 @@ void tile_q4_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w
   store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
 }
 
+// Q6_K panels: 6-bit codes from a nibble vector and a high-bit vector, each 16-input dot started
+// from -32 · Σ x_q of its inputs (see avx512/gemm_panels_avx512.cc). Codes up to 63: a pair sum
+// of vpmaddubsw is at most 2 · 63 · 127, so the two nibble halves are widened separately.
+template <int R>
+void tile_q6_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+               int64_t j0, int num_cols) {
+  const int64_t panel = j0 / kQ8Panel;
+  const uint8_t* codes = w.q6k_panel(panel);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i top = _mm256_set1_epi8(0x30);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < w.n_in / 256; ++g) {
+    const uint8_t* scales = w.q6k_panel_scales(panel, g);
+    __m256 d[2];
+    for (int h = 0; h < 2; ++h) {
+      d[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+    }
+    for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
+      const uint8_t* block = codes + blk * detail::kQ6KPanelBlockBytes;
+      for (int line = 0; line < 6; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(block) + 2048 + line * 64, _MM_HINT_T0);
+      }
+      for (int half = 0; half < 2; ++half) {
+        __m256i dot[R][2];
+        for (int r = 0; r < R; ++r) {
+          const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
+          const int32_t sum16 = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
+          dot[r][0] = dot[r][1] = _mm256_set1_epi32(-32 * sum16);
+        }
+        for (int odd = 0; odd < 2; ++odd) {
+          const int t = 2 * half + odd;
+          __m256i lo[2];
+          __m256i hi[2];
+          for (int h = 0; h < 2; ++h) {
+            const __m256i v =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(block + t * 64 + 32 * h));
+            const __m256i hb = _mm256_load_si256(
+                reinterpret_cast<const __m256i*>(block + 256 + half * 64 + 32 * h));
+            const __m256i h_lo = odd == 0 ? _mm256_slli_epi16(hb, 4) : hb;
+            const __m256i h_hi = odd == 0 ? _mm256_slli_epi16(hb, 2) : _mm256_srli_epi16(hb, 2);
+            lo[h] = _mm256_or_si256(_mm256_and_si256(v, nibble), _mm256_and_si256(h_lo, top));
+            hi[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibble),
+                                    _mm256_and_si256(h_hi, top));
+          }
+          for (int r = 0; r < R; ++r) {
+            int32_t quads[2];
+            std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + t * 8, sizeof(quads));
+            const __m256i xa = _mm256_set1_epi32(quads[0]);
+            const __m256i xb = _mm256_set1_epi32(quads[1]);
+            for (int h = 0; h < 2; ++h) {
+              dot[r][h] = _mm256_add_epi32(
+                  dot[r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(lo[h], xa), ones16));
+              dot[r][h] = _mm256_add_epi32(
+                  dot[r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(hi[h], xb), ones16));
+            }
+          }
+        }
+        const int64_t sub = (blk % 8) * 2 + half;
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* s8 = scales + detail::kQ6KScOffset + sub * kQ8Panel + 8 * h;
+          const __m256 sc = _mm256_mul_ps(
+              _mm256_cvtepi32_ps(
+                  _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
+              d[h]);
+          for (int r = 0; r < R; ++r) {
+            const __m256 vdx = _mm256_set1_ps(xq.xd(r0 + r)[blk]);
+            acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(sc, vdx),
+                                        acc[r][h]);
+          }
+        }
+      }
+    }
+  }
+  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
+}
+
 using TileFn = void (*)(float*, const Q8Activations&, const detail::PackedWeights&, int64_t,
                         int64_t, int);
 
@@ -250,6 +333,11 @@ void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights&
 void gemm_q4_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                void* scratch) {
   run_panels(y, x, m, w, scratch, tile_q4_k<1>, tile_q4_k<2>);
+}
+
+void gemm_q6_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+               void* scratch) {
+  run_panels(y, x, m, w, scratch, tile_q6_k<1>, tile_q6_k<2>);
 }
 
 }  // namespace vellum::kernels::avx2

@@ -1,4 +1,4 @@
-// Q8_0 and Q4_K weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
+// Q8_0, Q4_K and Q6_K weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
 // every m.
 //
 // The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
@@ -46,7 +46,9 @@ void quantize_row(const Q8Activations& q, int64_t r, const float* x) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), _mm512_cvtsepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
     // |q| <= 127 after the rounding (amax maps to ±127), so the saturating stores kept q exactly.
-    sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    const int32_t sum_lo = _mm512_reduce_add_epi32(q0);
+    q.sum_lo(r)[b] = sum_lo;
+    sum[b] = sum_lo + _mm512_reduce_add_epi32(q1);
     xd[b] = d;
   }
 }
@@ -254,6 +256,125 @@ struct Q4KPanelKernel {
   }
 };
 
+// Q6_K: 6-bit codes from a nibble vector and two bits of a high-bit vector (packed_weights.h),
+// codes 0..63 unsigned; the -32 offset starts each 16-input dot from -32 · Σ x_q of those inputs
+// (exact, as Q8_0's +128), then d·sc·d_x scales each 16-input sub-block.
+struct Q6KPanelKernel {
+  float* y;
+  Q8Activations xq;
+  const detail::PackedWeights* w;
+
+  template <int R, int P>
+  void panels(int64_t r0, int64_t j0, int num_cols) const {
+    const int64_t n_out = w->n_out;
+    const int64_t panel0 = j0 / kQ8Panel;
+    const uint8_t* codes[P];
+    #pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) codes[p] = w->q6k_panel(panel0 + p);
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    const __m512i top = _mm512_set1_epi8(0x30);
+    __m512 acc[R][P];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < w->n_in / 256; ++g) {
+      const uint8_t* scales[P];
+      __m512 d[P];
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        scales[p] = w->q6k_panel_scales(panel0 + p, g);
+        d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
+      }
+      for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
+        // Two 16-input halves: nibble vectors 0-1 with high-bit vector 0, then 2-3 with 1.
+        #pragma GCC unroll 2
+        for (int half = 0; half < 2; ++half) {
+          __m512i dot[R][P];
+          #pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
+            const int32_t sum16 = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
+            const __m512i start = _mm512_set1_epi32(-32 * sum16);
+            #pragma GCC unroll 2
+            for (int p = 0; p < P; ++p) dot[r][p] = start;
+          }
+          #pragma GCC unroll 2
+          for (int odd = 0; odd < 2; ++odd) {
+            const int t = 2 * half + odd;
+            __m512i lo[P];
+            __m512i hi[P];
+            #pragma GCC unroll 2
+            for (int p = 0; p < P; ++p) {
+              const uint8_t* block = codes[p] + blk * detail::kQ6KPanelBlockBytes;
+              const __m512i v = _mm512_load_si512(block + t * 64);
+              const __m512i h = _mm512_load_si512(block + 256 + half * 64);
+              if (odd == 0) {  // the block's 6 lines, 3 per half, 2 KB ahead
+                const char* ahead = reinterpret_cast<const char*>(block) + 2 * kPrefetchBytes;
+                for (int line = 0; line < 3; ++line) {
+                  _mm_prefetch(ahead + half * 192 + line * 64, _MM_HINT_T0);
+                }
+              }
+              const __m512i h_lo = odd == 0 ? _mm512_slli_epi16(h, 4) : h;
+              const __m512i h_hi = odd == 0 ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2);
+              lo[p] = _mm512_or_si512(_mm512_and_si512(v, nibble), _mm512_and_si512(h_lo, top));
+              hi[p] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble),
+                                      _mm512_and_si512(h_hi, top));
+            }
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+              const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
+              const __m512i xa = _mm512_set1_epi32(load_quad(x));
+              const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
+              #pragma GCC unroll 2
+              for (int p = 0; p < P; ++p) {
+                dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
+                dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
+              }
+            }
+          }
+          __m512 sc[P];
+          #pragma GCC unroll 2
+          for (int p = 0; p < P; ++p) {
+            const int64_t sub = (blk % 8) * 2 + half;
+            const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ6KScOffset +
+                                                               sub * kQ8Panel);
+            sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(s8))),
+                                  d[p]);
+          }
+          #pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const __m512 vdx = _mm512_set1_ps(xq.xd(r0 + r)[blk]);
+            #pragma GCC unroll 2
+            for (int p = 0; p < P; ++p) {
+              acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]),
+                                          _mm512_mul_ps(sc[p], vdx), acc[r][p]);
+            }
+          }
+        }
+      }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
+        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
+      }
+    }
+  }
+
+  template <int R>
+  void tile(int64_t r0, int64_t j0, int num_cols) const {
+    if (num_cols > kQ8Panel) {
+      panels<R, 2>(r0, j0, num_cols);
+    } else {
+      panels<R, 1>(r0, j0, num_cols);
+    }
+  }
+};
+
 }  // namespace
 
 size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in) {
@@ -275,6 +396,15 @@ void gemm_q4_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
   const Q4KPanelKernel kernel{y, xq, &w};
+  run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+}
+
+void gemm_q6_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                    void* scratch) {
+  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
+#pragma omp parallel for schedule(static) if (m >= 16)
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  const Q6KPanelKernel kernel{y, xq, &w};
   run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
 }
 
