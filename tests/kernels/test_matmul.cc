@@ -175,6 +175,10 @@ std::vector<Shape> q8_shapes() {
   // Q8_0 tiles of two 16-row panels: a partial second panel, and more rows than one row block.
   shapes.push_back({5, 20, 64});
   shapes.push_back({70, 50, 128});
+  // Decode (m <= 2) tiles of up to four panels: full, three and a partial fourth.
+  shapes.push_back({1, 64, 64});
+  shapes.push_back({2, 40, 96});
+  shapes.push_back({1, 50, 32});
   return shapes;
 }
 

@@ -9,7 +9,8 @@
 // stored as w + 128 and each block's dot starts from -128 · Σ x_q (per row and block, computed
 // with the activations), which removes the offset exactly:  Σ (w + 128) x = Σ w x + 128 Σ x.
 //
-// A tile is up to 6 activation rows × 2 panels (32 outputs): 12 int32 and 12 f32 accumulators.
+// A tile is up to 6 activation rows × 2 panels (32 outputs): 12 int32 and 12 f32 accumulators;
+// for one or two rows (decode), 4 panels.
 // Each output lane's arithmetic is the same whatever the other rows are (no horizontal sums), so
 // a row's result does not depend on m (batch invariance).
 #include <immintrin.h>
@@ -70,7 +71,7 @@ struct Q8PanelKernel {
     const int64_t n_out = w->n_out;
     const uint8_t* wq[P];
     const uint16_t* ws[P];
-    #pragma GCC unroll 2
+    #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       wq[p] = w->q8_panel(j0 / kQ8Panel + p);
       ws[p] = w->q8_panel_scales(j0 / kQ8Panel + p);
@@ -78,7 +79,7 @@ struct Q8PanelKernel {
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < n_in / 32; ++b) {
@@ -86,14 +87,14 @@ struct Q8PanelKernel {
       #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512i corr = _mm512_set1_epi32(-128 * xq.sum(r0 + r)[b]);
-        #pragma GCC unroll 2
+        #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) dot[r][p] = corr;
       }
       #pragma GCC unroll 8
       for (int quad = 0; quad < 8; ++quad) {
         const int64_t offset = (b * 8 + quad) * 64;
         __m512i wv[P];
-        #pragma GCC unroll 2
+        #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
           wv[p] = _mm512_load_si512(wq[p] + offset);
           _mm_prefetch(reinterpret_cast<const char*>(wq[p] + offset) + kPrefetchBytes,
@@ -102,12 +103,12 @@ struct Q8PanelKernel {
         #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const __m512i xv = _mm512_set1_epi32(load_quad(xq.xq(r0 + r) + b * 32 + quad * 4));
-          #pragma GCC unroll 2
+          #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], wv[p], xv);
         }
       }
       __m512 wd[P];
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         wd[p] = _mm512_cvtph_ps(
             _mm256_load_si256(reinterpret_cast<const __m256i*>(ws[p] + b * kQ8Panel)));
@@ -115,7 +116,7 @@ struct Q8PanelKernel {
       #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512 xd = _mm512_set1_ps(xq.xd(r0 + r)[b]);
-        #pragma GCC unroll 2
+        #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
           acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_mul_ps(wd[p], xd),
                                       acc[r][p]);
@@ -124,7 +125,7 @@ struct Q8PanelKernel {
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
         _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
@@ -134,7 +135,11 @@ struct Q8PanelKernel {
 
   template <int R>
   void tile(int64_t r0, int64_t j0, int num_cols) const {
-    if (num_cols > kQ8Panel) {
+    if (num_cols > 3 * kQ8Panel) {
+      panels<R, 4>(r0, j0, num_cols);
+    } else if (num_cols > 2 * kQ8Panel) {
+      panels<R, 3>(r0, j0, num_cols);
+    } else if (num_cols > kQ8Panel) {
       panels<R, 2>(r0, j0, num_cols);
     } else {
       panels<R, 1>(r0, j0, num_cols);
@@ -157,20 +162,20 @@ struct Q4KPanelKernel {
     const int64_t n_out = w->n_out;
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
-    #pragma GCC unroll 2
+    #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) codes[p] = w->q4k_panel(panel0 + p);
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < w->n_in / 256; ++g) {
       const uint8_t* scales[P];
       __m512 d[P];
       __m512 dmin[P];
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         scales[p] = w->q4k_panel_scales(panel0 + p, g);
         d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
@@ -182,7 +187,7 @@ struct Q4KPanelKernel {
         __m512i dot[R][P];
         #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          #pragma GCC unroll 2
+          #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) dot[r][p] = _mm512_setzero_si512();
         }
         #pragma GCC unroll 4
@@ -190,7 +195,7 @@ struct Q4KPanelKernel {
           const int64_t offset = (blk * 4 + t) * 64;
           __m512i lo[P];
           __m512i hi[P];
-          #pragma GCC unroll 2
+          #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) {
             const __m512i v = _mm512_load_si512(codes[p] + offset);
             _mm_prefetch(reinterpret_cast<const char*>(codes[p] + offset) + kPrefetchBytes,
@@ -203,7 +208,7 @@ struct Q4KPanelKernel {
             const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
             const __m512i xa = _mm512_set1_epi32(load_quad(x));
             const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
-            #pragma GCC unroll 2
+            #pragma GCC unroll 4
             for (int p = 0; p < P; ++p) {
               dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
               dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
@@ -212,7 +217,7 @@ struct Q4KPanelKernel {
         }
         __m512 sc[P];
         __m512 mn[P];
-        #pragma GCC unroll 2
+        #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
           const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KScOffset +
                                                              sub * kQ8Panel);
@@ -227,7 +232,7 @@ struct Q4KPanelKernel {
           const float dx = xq.xd(r0 + r)[blk];
           const __m512 vdx = _mm512_set1_ps(dx);
           const __m512 vmin = _mm512_set1_ps(-dx * static_cast<float>(xq.sum(r0 + r)[blk]));
-          #pragma GCC unroll 2
+          #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) {
             acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_mul_ps(sc[p], vdx),
                                         acc[r][p]);
@@ -238,7 +243,7 @@ struct Q4KPanelKernel {
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
         _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
@@ -269,27 +274,27 @@ struct Q6KPanelKernel {
     const int64_t n_out = w->n_out;
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
-    #pragma GCC unroll 2
+    #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) codes[p] = w->q6k_panel(panel0 + p);
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     const __m512i top = _mm512_set1_epi8(0x30);
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < w->n_in / 256; ++g) {
       const uint8_t* scales[P];
       __m512 d[P];
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         scales[p] = w->q6k_panel_scales(panel0 + p, g);
         d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
       }
       for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
         // Two 16-input halves: nibble vectors 0-1 with high-bit vector 0, then 2-3 with 1.
-        #pragma GCC unroll 2
+        #pragma GCC unroll 4
         for (int half = 0; half < 2; ++half) {
           __m512i dot[R][P];
           #pragma GCC unroll 8
@@ -297,15 +302,15 @@ struct Q6KPanelKernel {
             const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
             const int32_t sum16 = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
             const __m512i start = _mm512_set1_epi32(-32 * sum16);
-            #pragma GCC unroll 2
+            #pragma GCC unroll 4
             for (int p = 0; p < P; ++p) dot[r][p] = start;
           }
-          #pragma GCC unroll 2
+          #pragma GCC unroll 4
           for (int odd = 0; odd < 2; ++odd) {
             const int t = 2 * half + odd;
             __m512i lo[P];
             __m512i hi[P];
-            #pragma GCC unroll 2
+            #pragma GCC unroll 4
             for (int p = 0; p < P; ++p) {
               const uint8_t* block = codes[p] + blk * detail::kQ6KPanelBlockBytes;
               const __m512i v = _mm512_load_si512(block + t * 64);
@@ -327,7 +332,7 @@ struct Q6KPanelKernel {
               const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
               const __m512i xa = _mm512_set1_epi32(load_quad(x));
               const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
-              #pragma GCC unroll 2
+              #pragma GCC unroll 4
               for (int p = 0; p < P; ++p) {
                 dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
                 dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
@@ -335,7 +340,7 @@ struct Q6KPanelKernel {
             }
           }
           __m512 sc[P];
-          #pragma GCC unroll 2
+          #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) {
             const int64_t sub = (blk % 8) * 2 + half;
             const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ6KScOffset +
@@ -346,7 +351,7 @@ struct Q6KPanelKernel {
           #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             const __m512 vdx = _mm512_set1_ps(xq.xd(r0 + r)[blk]);
-            #pragma GCC unroll 2
+            #pragma GCC unroll 4
             for (int p = 0; p < P; ++p) {
               acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]),
                                           _mm512_mul_ps(sc[p], vdx), acc[r][p]);
@@ -357,7 +362,7 @@ struct Q6KPanelKernel {
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 2
+      #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
         _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
@@ -387,7 +392,12 @@ void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
   const Q8PanelKernel kernel{y, xq, &w};
-  run_gemm<kPanelsPerTile * kQ8Panel, kRows, kRowBlockQ8>(m, w.n_out, kernel);
+  if (m <= 2) {
+    // Decode: four panels per tile, four weight streams per thread in flight.
+    run_gemm<4 * kQ8Panel, 2, kRowBlockQ8>(m, w.n_out, kernel);
+  } else {
+    run_gemm<kPanelsPerTile * kQ8Panel, kRows, kRowBlockQ8>(m, w.n_out, kernel);
+  }
 }
 
 void gemm_q4_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
