@@ -8,9 +8,11 @@
 //
 // Backends (matmul.cc): small m (decode) uses Vellum's AVX-512 kernels, which read the weights
 // once for up to 4 activation rows at a time; large m uses oneDNN (AMX bf16 where present). f32
-// and bf16 weights then keep a second, oneDNN-blocked copy (2x their memory); Q8_0 prefill
-// dequantizes slabs of rows to bf16 in scratch instead. On AVX2, f32/f16/bf16 weights run
-// Vellum's AVX2 FMA kernels at every m (avx2/gemm_avx2.cc).
+// and bf16 weights then keep a second, oneDNN-blocked copy (2x their memory). Q8_0, Q4_K and Q6_K
+// are repacked into 16-row panels at load and run int8 dot products (VNNI, or AVX2) at every m
+// (on AMX machines Q8_0 switches to bf16 slabs + oneDNN above m = 64); the other quantized types
+// run VNNI kernels at small m and dequantize slabs of rows to bf16 for oneDNN at large m. On
+// AVX2, f32/f16/bf16 weights run Vellum's AVX2 FMA kernels at every m (avx2/gemm_avx2.cc).
 // Thread-safety: forward() is const but calls on one PackedLinear must not overlap (oneDNN
 // primitives share a scratchpad); it parallelises internally with OpenMP.
 #pragma once
