@@ -35,11 +35,23 @@ float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
   uint16_t dmin;
   std::memcpy(&d, scales + 2 * lane, 2);
   std::memcpy(&dmin, scales + kQ4KDminOffset + 2 * lane, 2);
-  const uint8_t byte = q4k_panel(j / kQ8Panel)[(k / 8) * 64 + lane * 4 + k % 4];
+  const uint8_t byte = nibble_panel(j / kQ8Panel)[(k / 8) * 64 + lane * 4 + k % 4];
   const int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
   return fp16_to_float(d) * static_cast<float>(scales[kQ4KScOffset + sub * kQ8Panel + lane]) *
              static_cast<float>(code) -
          fp16_to_float(dmin) * static_cast<float>(scales[kQ4KMnOffset + sub * kQ8Panel + lane]);
+}
+
+float PackedWeights::q4_weight(int64_t j, int64_t k) const {
+  const int64_t lane = j % kQ8Panel;
+  const uint16_t* scales = q4_panel_scales(j / kQ8Panel, k / 32);
+  const uint8_t byte = nibble_panel(j / kQ8Panel)[(k / 8) * 64 + lane * 4 + k % 4];
+  const int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
+  const float d = fp16_to_float(scales[lane]);
+  if (type == WeightType::kQ4_1) {
+    return d * static_cast<float>(code) + fp16_to_float(scales[kQ8Panel + lane]);
+  }
+  return d * static_cast<float>(code - 8);
 }
 
 float PackedWeights::q6k_weight(int64_t j, int64_t k) const {
@@ -93,6 +105,11 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
       }
       case WeightType::kQ6_K: {
         dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q6k_weight(j, i); });
+        break;
+      }
+      case WeightType::kQ4_0:
+      case WeightType::kQ4_1: {
+        dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4_weight(j, i); });
         break;
       }
       default: {

@@ -56,6 +56,12 @@ int64_t max_small_m_quant(WeightType type) {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// Types packed into 16-row panels for the int8 panel kernels at every m (besides Q8_0).
+bool has_panel_kernel(WeightType type) {
+  return type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ4_0 ||
+         type == WeightType::kQ4_1;
+}
+
 PackedWeights pack_rows(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
   PackedWeights p;
   p.type = type;
@@ -136,6 +142,47 @@ PackedWeights pack_q4_k(const void* w, int64_t n_out, int64_t n_in) {
         const uint8_t byte = block.qs[chunk * 32 + within % 32];
         const uint8_t code = within < 32 ? (byte & 0xF) : (byte >> 4);
         const int64_t k = g * kQK_K + i;
+        uint8_t& dst = codes[(k / 8) * 64 + lane * 4 + k % 4];
+        dst = static_cast<uint8_t>(dst | (k % 8 < 4 ? code : code << 4));
+      }
+    }
+  }
+  return p;
+}
+
+// Q4_0 / Q4_1 rows into nibble panels with per-32-block d (and m) per row (packed_weights.h).
+PackedWeights pack_q4_legacy(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
+  using detail::kQ8Panel;
+  PackedWeights p;
+  p.type = type;
+  p.n_out = n_out;
+  p.n_in = n_in;
+  p.row_bytes = weight_row_bytes(type, n_in);
+  const bool has_min = type == WeightType::kQ4_1;
+  const int64_t num_panels = p.q8_num_panels();
+  const int64_t num_blocks = n_in / 32;
+  p.data = AlignedBuffer(static_cast<size_t>(num_panels * 8 * n_in));
+  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * kQ8Panel *
+                                               (has_min ? 2 : 1)) * sizeof(uint16_t));
+  std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = m = 0
+  std::memset(p.scales.data(), 0, p.scales.size());
+  const size_t block_bytes = weight_type_info(type).block_bytes;
+  const auto* bytes = static_cast<const uint8_t*>(w);
+  for (int64_t j = 0; j < n_out; ++j) {
+    const int64_t panel = j / kQ8Panel;
+    const int64_t lane = j % kQ8Panel;
+    uint8_t* codes = p.data.as<uint8_t>() + panel * 8 * n_in;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = bytes + (j * num_blocks + b) * static_cast<int64_t>(block_bytes);
+      const uint8_t* qs = block + (has_min ? 4 : 2);
+      uint16_t* scales =
+          p.scales.as<uint16_t>() + (panel * num_blocks + b) * kQ8Panel * (has_min ? 2 : 1);
+      std::memcpy(&scales[lane], block, 2);
+      if (has_min) std::memcpy(&scales[kQ8Panel + lane], block + 2, 2);
+      for (int i = 0; i < 32; ++i) {
+        // GGML: input i < 16 in the low nibble of qs[i], input i + 16 in the high one.
+        const uint8_t code = i < 16 ? (qs[i] & 0xF) : (qs[i - 16] >> 4);
+        const int64_t k = b * 32 + i;
         uint8_t& dst = codes[(k / 8) * 64 + lane * 4 + k % 4];
         dst = static_cast<uint8_t>(dst | (k % 8 < 4 ? code : code << 4));
       }
@@ -260,7 +307,7 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
     how = "scalar";
   } else if (isa < cpu::Isa::kAvx512) {
     how = !weight_type_info(type).quantized ? "AVX2 FMA"
-          : type == WeightType::kQ8_0 || type == WeightType::kQ4_K || type == WeightType::kQ6_K
+          : type == WeightType::kQ8_0 || has_panel_kernel(type)
               ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
           : avx512::gemm_qk_supported(type)
               ? "AVX2 integer sub-block scales on activations quantized per 256"
@@ -278,6 +325,8 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
         break;
       case WeightType::kQ4_K:
       case WeightType::kQ6_K:
+      case WeightType::kQ4_0:
+      case WeightType::kQ4_1:
         how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
                    : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
         break;
@@ -330,15 +379,16 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_q4_k(w, n_out, n_in);
   } else if (target == type && type == WeightType::kQ6_K) {
     impl.weights = pack_q6_k(w, n_out, n_in);
+  } else if (target == type && (type == WeightType::kQ4_0 || type == WeightType::kQ4_1)) {
+    impl.weights = pack_q4_legacy(w, type, n_out, n_in);
   } else if (target == type) {
     impl.weights = pack_rows(w, type, n_out, n_in);
   } else {
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  // Q4_K's and Q6_K's panels have no bf16 slab fill: their VNNI kernels run every m.
-  if (weight_type_info(target).quantized && target != WeightType::kQ4_K &&
-      target != WeightType::kQ6_K &&
+  // The Q4_K, Q6_K, Q4_0 and Q4_1 panels have no bf16 slab fill: their VNNI kernels run every m.
+  if (weight_type_info(target).quantized && !has_panel_kernel(target) &&
       isa >= cpu::Isa::kAvx512Bf16) {
     try {
       impl.onednn_q8 = std::make_unique<detail::OnednnPlainBf16Matmul>();
@@ -432,7 +482,9 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     case WeightType::kQ4_K:
-    case WeightType::kQ6_K: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
+    case WeightType::kQ6_K:
+    case WeightType::kQ4_0:
+    case WeightType::kQ4_1: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
       return std::max({avx512::gemm_quant_scratch_bytes(m, w.n_in),
@@ -520,11 +572,13 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       return;
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ4_0:
+    case WeightType::kQ4_1:
       if (has_bf16) {
-        if (w.type == WeightType::kQ4_K) {
-          avx512::gemm_q4_k_vnni(y, x, m, w, scratch);
-        } else {
-          avx512::gemm_q6_k_vnni(y, x, m, w, scratch);
+        switch (w.type) {
+          case WeightType::kQ4_K: avx512::gemm_q4_k_vnni(y, x, m, w, scratch); break;
+          case WeightType::kQ6_K: avx512::gemm_q6_k_vnni(y, x, m, w, scratch); break;
+          default: avx512::gemm_q4_legacy_vnni(y, x, m, w, scratch); break;
         }
       } else {
         avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI

@@ -19,6 +19,8 @@
 //          high nibble (one load and a mask / shift give two quads). Per panel and 256-block
 //          (kQ4KPanelScaleBytes): d[16], dmin[16] (f16), then the 6-bit sub-block scales sc[8][16]
 //          and mins mn[8][16] (one byte each): w = d * sc * code - dmin * mn.
+//   kQ4_0 / kQ4_1: Q4_K's nibble panels; per panel and 32-block the 16 rows' f16 d (Q4_1: then
+//          their f16 m): w = d * (code - 8), resp. d * code + m.
 //   kQ6_K: 16-row panels of 6-bit codes (0..63, w = d * sc * (code - 32)): per 32-block, four
 //          64-byte vectors of low nibbles arranged as Q4_K's, then two vectors of the high bits:
 //          vector h, byte (j % 16) * 4 + i holds the top 2 bits of the codes of nibble vectors
@@ -68,8 +70,14 @@ struct PackedWeights {
     return q8_panel_scales(j / kQ8Panel)[block * kQ8Panel + j % kQ8Panel];
   }
 
-  // kQ4_K panels (q8_num_panels() of them).
-  const uint8_t* q4k_panel(int64_t p) const { return data.as<uint8_t>() + p * 8 * n_in; }
+  // kQ4_K, kQ4_0 and kQ4_1 nibble panels (q8_num_panels() of them).
+  const uint8_t* nibble_panel(int64_t p) const { return data.as<uint8_t>() + p * 8 * n_in; }
+  // kQ4_0 / kQ4_1: d[16] (and m[16]) of panel p, 32-block `block`.
+  const uint16_t* q4_panel_scales(int64_t p, int64_t block) const {
+    const int64_t per_block = type == WeightType::kQ4_1 ? 2 * kQ8Panel : kQ8Panel;
+    return scales.as<uint16_t>() + (p * (n_in / 32) + block) * per_block;
+  }
+  float q4_weight(int64_t j, int64_t k) const;
   const uint8_t* q4k_panel_scales(int64_t p, int64_t block) const {
     return scales.as<uint8_t>() + (p * (n_in / 256) + block) * kQ4KPanelScaleBytes;
   }

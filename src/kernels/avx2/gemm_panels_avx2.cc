@@ -1,4 +1,4 @@
-// Q8_0, Q4_K and Q6_K weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
+// Q8_0, Q4_K, Q6_K, Q4_0 and Q4_1 weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
 // without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
 // a ymm holds one quad (4 inputs) of 8 outputs; the 4 matching activation codes are broadcast. vpmaddubsw wants
 // unsigned × signed bytes and saturates at 16 bits, so the weights (stored w + 128) are made
@@ -145,7 +145,7 @@ template <int R>
 void tile_q4_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
                int64_t j0, int num_cols) {
   const int64_t panel = j0 / kQ8Panel;
-  const uint8_t* codes = w.q4k_panel(panel);
+  const uint8_t* codes = w.nibble_panel(panel);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[R][2];
@@ -291,6 +291,72 @@ void tile_q6_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w
   store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
 }
 
+// Q4_0 / Q4_1 panels: Q4_K's nibble loop with one d (and m) per row and 32-block; Q4_0's -8
+// offset starts each block's dot from -8 · Σ x_q.
+template <int R, bool kMin>
+void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+                    int64_t j0, int num_cols) {
+  const int64_t panel = j0 / kQ8Panel;
+  const uint8_t* codes = w.nibble_panel(panel);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t blk = 0; blk < w.n_in / 32; ++blk) {
+    __m256i dot[R][2];
+    for (int r = 0; r < R; ++r) {
+      dot[r][0] = dot[r][1] =
+          kMin ? _mm256_setzero_si256() : _mm256_set1_epi32(-8 * xq.sum(r0 + r)[blk]);
+    }
+    for (int t = 0; t < 4; ++t) {
+      const uint8_t* q = codes + (blk * 4 + t) * 64;
+      _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
+      __m256i lo[2];
+      __m256i hi[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
+        lo[h] = _mm256_and_si256(v, nibble);
+        hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+      }
+      for (int r = 0; r < R; ++r) {
+        int32_t quads[2];
+        std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + t * 8, sizeof(quads));
+        const __m256i xa = _mm256_set1_epi32(quads[0]);
+        const __m256i xb = _mm256_set1_epi32(quads[1]);
+        for (int h = 0; h < 2; ++h) {
+          // Each pair sum is at most 2 · 15 · 127: the two halves still fit 16 bits added.
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
+                                             _mm256_maddubs_epi16(hi[h], xb));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+        }
+      }
+    }
+    const uint16_t* scales = w.q4_panel_scales(panel, blk);
+    __m256 wd[2];
+    __m256 wm[2];
+    for (int h = 0; h < 2; ++h) {
+      wd[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 8 * h)));
+      if constexpr (kMin) {
+        wm[h] = _mm256_cvtph_ps(
+            _mm_load_si128(reinterpret_cast<const __m128i*>(scales + kQ8Panel + 8 * h)));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float dx = xq.xd(r0 + r)[blk];
+      const __m256 vdx = _mm256_set1_ps(dx);
+      for (int h = 0; h < 2; ++h) {
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(wd[h], vdx),
+                                    acc[r][h]);
+        if constexpr (kMin) {
+          acc[r][h] = _mm256_fmadd_ps(
+              wm[h], _mm256_set1_ps(dx * static_cast<float>(xq.sum(r0 + r)[blk])), acc[r][h]);
+        }
+      }
+    }
+  }
+  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
+}
+
 using TileFn = void (*)(float*, const Q8Activations&, const detail::PackedWeights&, int64_t,
                         int64_t, int);
 
@@ -338,6 +404,15 @@ void gemm_q4_k(float* y, const float* x, int64_t m, const detail::PackedWeights&
 void gemm_q6_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                void* scratch) {
   run_panels(y, x, m, w, scratch, tile_q6_k<1>, tile_q6_k<2>);
+}
+
+void gemm_q4_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                    void* scratch) {
+  if (w.type == WeightType::kQ4_1) {
+    run_panels(y, x, m, w, scratch, tile_q4_legacy<1, true>, tile_q4_legacy<2, true>);
+  } else {
+    run_panels(y, x, m, w, scratch, tile_q4_legacy<1, false>, tile_q4_legacy<2, false>);
+  }
 }
 
 }  // namespace vellum::kernels::avx2

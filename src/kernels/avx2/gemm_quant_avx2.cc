@@ -533,6 +533,9 @@ void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights
   if (w.type == WeightType::kQ8_0) return gemm_q8_0(y, x, m, w, scratch);
   if (w.type == WeightType::kQ4_K) return gemm_q4_k(y, x, m, w, scratch);
   if (w.type == WeightType::kQ6_K) return gemm_q6_k(y, x, m, w, scratch);
+  if (w.type == WeightType::kQ4_0 || w.type == WeightType::kQ4_1) {
+    return gemm_q4_legacy(y, x, m, w, scratch);
+  }
   if (w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K || w.type == WeightType::kQ6_K) {
     const QuantizedXK xk{w.n_in, qk_row_bytes(w.n_in), static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)

@@ -61,6 +61,9 @@ void gemm_q4_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
                     void* scratch);
 void gemm_q6_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch);
+// Q4_0 and Q4_1 with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.
+void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                         void* scratch);
 // Q8_0 for large m (needs AVX512-BF16): weight slabs dequantized to bf16, oneDNN product.
 void gemm_q8_0_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     const detail::OnednnPlainBf16Matmul& onednn, void* scratch);

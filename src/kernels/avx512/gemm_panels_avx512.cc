@@ -1,4 +1,4 @@
-// Q8_0, Q4_K and Q6_K weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
+// Q8_0, Q4_K, Q6_K, Q4_0 and Q4_1 weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
 // every m.
 //
 // The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
@@ -163,7 +163,7 @@ struct Q4KPanelKernel {
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
     #pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) codes[p] = w->q4k_panel(panel0 + p);
+    for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     __m512 acc[R][P];
     #pragma GCC unroll 8
@@ -238,6 +238,109 @@ struct Q4KPanelKernel {
                                         acc[r][p]);
             acc[r][p] = _mm512_fmadd_ps(mn[p], vmin, acc[r][p]);
           }
+        }
+      }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
+        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
+      }
+    }
+  }
+
+  template <int R>
+  void tile(int64_t r0, int64_t j0, int num_cols) const {
+    if (num_cols > kQ8Panel) {
+      panels<R, 2>(r0, j0, num_cols);
+    } else {
+      panels<R, 1>(r0, j0, num_cols);
+    }
+  }
+};
+
+// Q4_0 / Q4_1: Q4_K's nibble panels with one d (and m) per row and 32-block. Q4_0's -8 offset
+// starts each block's dot from -8 · Σ x_q (exact); Q4_1 adds m · d_x · Σ x_q.
+template <bool kMin>
+struct Q4LegacyPanelKernel {
+  float* y;
+  Q8Activations xq;
+  const detail::PackedWeights* w;
+
+  template <int R, int P>
+  void panels(int64_t r0, int64_t j0, int num_cols) const {
+    const int64_t n_out = w->n_out;
+    const int64_t panel0 = j0 / kQ8Panel;
+    const uint8_t* codes[P];
+    #pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    __m512 acc[R][P];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    }
+    for (int64_t blk = 0; blk < w->n_in / 32; ++blk) {
+      __m512i dot[R][P];
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i start =
+            kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(-8 * xq.sum(r0 + r)[blk]);
+        #pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) dot[r][p] = start;
+      }
+      #pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {
+        const int64_t offset = (blk * 4 + t) * 64;
+        __m512i lo[P];
+        __m512i hi[P];
+        #pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          const __m512i v = _mm512_load_si512(codes[p] + offset);
+          _mm_prefetch(reinterpret_cast<const char*>(codes[p] + offset) + kPrefetchBytes,
+                       _MM_HINT_T0);
+          lo[p] = _mm512_and_si512(v, nibble);
+          hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+        }
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
+          const __m512i xa = _mm512_set1_epi32(load_quad(x));
+          const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
+          #pragma GCC unroll 4
+          for (int p = 0; p < P; ++p) {
+            dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
+            dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
+          }
+        }
+      }
+      __m512 wd[P];
+      __m512 wm[P];
+      #pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const uint16_t* scales = w->q4_panel_scales(panel0 + p, blk);
+        wd[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+        if constexpr (kMin) {
+          wm[p] = _mm512_cvtph_ps(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + kQ8Panel)));
+        }
+      }
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const float dx = xq.xd(r0 + r)[blk];
+        const __m512 vdx = _mm512_set1_ps(dx);
+        #pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_mul_ps(wd[p], vdx),
+                                      acc[r][p]);
+        }
+        if constexpr (kMin) {
+          const __m512 vsum = _mm512_set1_ps(dx * static_cast<float>(xq.sum(r0 + r)[blk]));
+          #pragma GCC unroll 4
+          for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(wm[p], vsum, acc[r][p]);
         }
       }
     }
@@ -407,6 +510,20 @@ void gemm_q4_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
   const Q4KPanelKernel kernel{y, xq, &w};
   run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+}
+
+void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                         void* scratch) {
+  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
+#pragma omp parallel for schedule(static) if (m >= 16)
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  if (w.type == WeightType::kQ4_1) {
+    const Q4LegacyPanelKernel<true> kernel{y, xq, &w};
+    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  } else {
+    const Q4LegacyPanelKernel<false> kernel{y, xq, &w};
+    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  }
 }
 
 void gemm_q6_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
