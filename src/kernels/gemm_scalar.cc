@@ -35,8 +35,14 @@ float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
   uint16_t dmin;
   std::memcpy(&d, scales + 2 * lane, 2);
   std::memcpy(&dmin, scales + kQ4KDminOffset + 2 * lane, 2);
-  const uint8_t byte = nibble_panel(j / kQ8Panel)[(k / 8) * 64 + lane * 4 + k % 4];
-  const int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
+  const uint8_t* block = nibble_panel(j / kQ8Panel) + (k / 32) * nibble_block_bytes();
+  const int64_t t = (k % 32) / 8;
+  const uint8_t byte = block[t * 64 + lane * 4 + k % 4];
+  int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
+  if (type == WeightType::kQ5_K) {
+    const int bit = static_cast<int>(2 * t + (k % 8 < 4 ? 0 : 1));
+    code |= ((block[256 + lane * 4 + k % 4] >> bit) & 1) << 4;
+  }
   return fp16_to_float(d) * static_cast<float>(scales[kQ4KScOffset + sub * kQ8Panel + lane]) *
              static_cast<float>(code) -
          fp16_to_float(dmin) * static_cast<float>(scales[kQ4KMnOffset + sub * kQ8Panel + lane]);
@@ -99,7 +105,8 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
         });
         break;
       }
-      case WeightType::kQ4_K: {
+      case WeightType::kQ4_K:
+      case WeightType::kQ5_K: {
         dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4k_weight(j, i); });
         break;
       }

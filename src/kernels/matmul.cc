@@ -58,8 +58,8 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // Types packed into 16-row panels for the int8 panel kernels at every m (besides Q8_0).
 bool has_panel_kernel(WeightType type) {
-  return type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ4_0 ||
-         type == WeightType::kQ4_1;
+  return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K ||
+         type == WeightType::kQ4_0 || type == WeightType::kQ4_1;
 }
 
 PackedWeights pack_rows(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
@@ -106,44 +106,61 @@ PackedWeights pack_q8_0(const void* w, int64_t n_out, int64_t n_in) {
   return p;
 }
 
-// Q4_K rows into 16-row panels (packed_weights.h): codes regrouped by 8 inputs, the scales and
-// mins of each sub-block unpacked to bytes next to the panel's d and dmin.
-PackedWeights pack_q4_k(const void* w, int64_t n_out, int64_t n_in) {
+// Q4_K / Q5_K rows into 16-row panels (packed_weights.h): codes regrouped by 8 inputs (Q5_K's
+// fifth bits into their own vector per 32-block), the scales and mins of each sub-block unpacked
+// to bytes next to the panel's d and dmin.
+PackedWeights pack_q45_k(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
   using detail::kQ8Panel;
+  const bool five = type == WeightType::kQ5_K;
   PackedWeights p;
-  p.type = WeightType::kQ4_K;
+  p.type = type;
   p.n_out = n_out;
   p.n_in = n_in;
-  p.row_bytes = weight_row_bytes(WeightType::kQ4_K, n_in);
+  p.row_bytes = weight_row_bytes(type, n_in);
   const int64_t num_panels = p.q8_num_panels();
   const int64_t num_blocks = n_in / kQK_K;
-  p.data = AlignedBuffer(static_cast<size_t>(num_panels * 8 * n_in));
+  const int64_t block32_bytes = p.nibble_block_bytes();
+  p.data = AlignedBuffer(static_cast<size_t>(num_panels * (n_in / 32) * block32_bytes));
   p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * detail::kQ4KPanelScaleBytes));
   std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = dmin = 0, zero weights
   std::memset(p.scales.data(), 0, p.scales.size());
-  const auto* blocks = static_cast<const BlockQ4_K*>(w);
+  const size_t block_bytes = weight_type_info(type).block_bytes;
   for (int64_t j = 0; j < n_out; ++j) {
     const int64_t panel = j / kQ8Panel;
     const int64_t lane = j % kQ8Panel;
-    uint8_t* codes = p.data.as<uint8_t>() + panel * 8 * n_in;
+    uint8_t* codes = p.data.as<uint8_t>() + panel * (n_in / 32) * block32_bytes;
     for (int64_t g = 0; g < num_blocks; ++g) {
-      const BlockQ4_K& block = blocks[j * num_blocks + g];
+      const uint8_t* block =
+          static_cast<const uint8_t*>(w) + (j * num_blocks + g) * static_cast<int64_t>(block_bytes);
+      // Q4_K and Q5_K share d, dmin and the packed scales at the front of the block.
+      const auto& head = *reinterpret_cast<const BlockQ4_K*>(block);
+      const uint8_t* qs = five ? reinterpret_cast<const BlockQ5_K*>(block)->qs : head.qs;
+      const uint8_t* qh = five ? reinterpret_cast<const BlockQ5_K*>(block)->qh : nullptr;
       auto* scales = p.scales.as<uint8_t>() + (panel * num_blocks + g) * detail::kQ4KPanelScaleBytes;
-      std::memcpy(scales + 2 * lane, &block.d, 2);
-      std::memcpy(scales + detail::kQ4KDminOffset + 2 * lane, &block.dmin, 2);
+      std::memcpy(scales + 2 * lane, &head.d, 2);
+      std::memcpy(scales + detail::kQ4KDminOffset + 2 * lane, &head.dmin, 2);
       for (int sub = 0; sub < 8; ++sub) {
-        k4_scale_min(sub, block.scales, &scales[detail::kQ4KScOffset + sub * kQ8Panel + lane],
+        k4_scale_min(sub, head.scales, &scales[detail::kQ4KScOffset + sub * kQ8Panel + lane],
                      &scales[detail::kQ4KMnOffset + sub * kQ8Panel + lane]);
       }
       for (int i = 0; i < kQK_K; ++i) {
-        // GGML: 64-input chunks of 32 bytes, low nibbles first, then high nibbles.
+        // GGML: 64-input chunks of 32 bytes, low nibbles first, then high nibbles; Q5_K's fifth
+        // bit of input i is bit (i / 32) of qh[i % 32].
         const int chunk = i / 64;
         const int within = i % 64;
-        const uint8_t byte = block.qs[chunk * 32 + within % 32];
+        const uint8_t byte = qs[chunk * 32 + within % 32];
         const uint8_t code = within < 32 ? (byte & 0xF) : (byte >> 4);
         const int64_t k = g * kQK_K + i;
-        uint8_t& dst = codes[(k / 8) * 64 + lane * 4 + k % 4];
-        dst = static_cast<uint8_t>(dst | (k % 8 < 4 ? code : code << 4));
+        uint8_t* block32 = codes + (k / 32) * block32_bytes;
+        const int64_t t = (k % 32) / 8;
+        const bool high_nibble = k % 8 >= 4;
+        uint8_t& dst = block32[t * 64 + lane * 4 + k % 4];
+        dst = static_cast<uint8_t>(dst | (high_nibble ? code << 4 : code));
+        if (five) {
+          const int fifth = (qh[i % 32] >> (i / 32)) & 1;
+          block32[256 + lane * 4 + k % 4] |=
+              static_cast<uint8_t>(fifth << (2 * t + (high_nibble ? 1 : 0)));
+        }
       }
     }
   }
@@ -324,6 +341,7 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                    : "AVX-512 FMA";
         break;
       case WeightType::kQ4_K:
+      case WeightType::kQ5_K:
       case WeightType::kQ6_K:
       case WeightType::kQ4_0:
       case WeightType::kQ4_1:
@@ -375,8 +393,8 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
   Impl& impl = *out.impl_;
   if (target == type && type == WeightType::kQ8_0) {
     impl.weights = pack_q8_0(w, n_out, n_in);
-  } else if (target == type && type == WeightType::kQ4_K) {
-    impl.weights = pack_q4_k(w, n_out, n_in);
+  } else if (target == type && (type == WeightType::kQ4_K || type == WeightType::kQ5_K)) {
+    impl.weights = pack_q45_k(w, type, n_out, n_in);
   } else if (target == type && type == WeightType::kQ6_K) {
     impl.weights = pack_q6_k(w, n_out, n_in);
   } else if (target == type && (type == WeightType::kQ4_0 || type == WeightType::kQ4_1)) {
@@ -387,7 +405,7 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  // The Q4_K, Q6_K, Q4_0 and Q4_1 panels have no bf16 slab fill: their VNNI kernels run every m.
+  // The Q4_K, Q5_K, Q6_K, Q4_0 and Q4_1 panels have no bf16 slab fill: their VNNI kernels run every m.
   if (weight_type_info(target).quantized && !has_panel_kernel(target) &&
       isa >= cpu::Isa::kAvx512Bf16) {
     try {
@@ -482,6 +500,7 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K:
     case WeightType::kQ4_0:
     case WeightType::kQ4_1: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
@@ -571,12 +590,14 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
     case WeightType::kQ6_K:
     case WeightType::kQ4_0:
     case WeightType::kQ4_1:
       if (has_bf16) {
         switch (w.type) {
-          case WeightType::kQ4_K: avx512::gemm_q4_k_vnni(y, x, m, w, scratch); break;
+          case WeightType::kQ4_K:
+          case WeightType::kQ5_K: avx512::gemm_q45_k_vnni(y, x, m, w, scratch); break;
           case WeightType::kQ6_K: avx512::gemm_q6_k_vnni(y, x, m, w, scratch); break;
           default: avx512::gemm_q4_legacy_vnni(y, x, m, w, scratch); break;
         }

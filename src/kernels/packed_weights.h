@@ -19,6 +19,9 @@
 //          high nibble (one load and a mask / shift give two quads). Per panel and 256-block
 //          (kQ4KPanelScaleBytes): d[16], dmin[16] (f16), then the 6-bit sub-block scales sc[8][16]
 //          and mins mn[8][16] (one byte each): w = d * sc * code - dmin * mn.
+//   kQ5_K: as Q4_K with a fifth bit: per 32-block, the four nibble vectors and then one vector
+//          whose byte (j % 16) * 4 + i holds in bit 2t the fifth bit of nibble vector t's low
+//          code and in bit 2t + 1 that of its high code (320 bytes per 32-block and panel).
 //   kQ4_0 / kQ4_1: Q4_K's nibble panels; per panel and 32-block the 16 rows' f16 d (Q4_1: then
 //          their f16 m): w = d * (code - 8), resp. d * code + m.
 //   kQ6_K: 16-row panels of 6-bit codes (0..63, w = d * sc * (code - 32)): per 32-block, four
@@ -70,8 +73,12 @@ struct PackedWeights {
     return q8_panel_scales(j / kQ8Panel)[block * kQ8Panel + j % kQ8Panel];
   }
 
-  // kQ4_K, kQ4_0 and kQ4_1 nibble panels (q8_num_panels() of them).
-  const uint8_t* nibble_panel(int64_t p) const { return data.as<uint8_t>() + p * 8 * n_in; }
+  // kQ4_K, kQ5_K, kQ4_0 and kQ4_1 nibble panels (q8_num_panels() of them), and the bytes of
+  // one panel's 32-block (Q5_K: with its fifth-bit vector).
+  int64_t nibble_block_bytes() const { return type == WeightType::kQ5_K ? 320 : 256; }
+  const uint8_t* nibble_panel(int64_t p) const {
+    return data.as<uint8_t>() + p * (n_in / 32) * nibble_block_bytes();
+  }
   // kQ4_0 / kQ4_1: d[16] (and m[16]) of panel p, 32-block `block`.
   const uint16_t* q4_panel_scales(int64_t p, int64_t block) const {
     const int64_t per_block = type == WeightType::kQ4_1 ? 2 * kQ8Panel : kQ8Panel;

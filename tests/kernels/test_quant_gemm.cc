@@ -154,10 +154,8 @@ TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
       ++seed;
       std::vector<uint8_t> bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
       const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
-      // Q5_K quantizes the activations per 256 values, the others (the Q4_K and Q6_K panels
-      // included) per 32.
-      const bool per_256 = type == WeightType::kQ5_K;
-      const auto xhat = quantize_dequantize(x, s.m, s.n_in, per_256 ? kQK_K : 32);
+      // Every type quantizes the activations per 32 values (the K-type panels included).
+      const auto xhat = quantize_dequantize(x, s.m, s.n_in, 32);
       std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
       ref::matmul(expected.data(), xhat.data(), s.m, bytes.data(), type, s.n_out, s.n_in);
       testing::IsaScope scope(cpu::Isa::kAvx2);

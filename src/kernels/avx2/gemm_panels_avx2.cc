@@ -1,4 +1,4 @@
-// Q8_0, Q4_K, Q6_K, Q4_0 and Q4_1 weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
+// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0 and Q4_1 weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
 // without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
 // a ymm holds one quad (4 inputs) of 8 outputs; the 4 matching activation codes are broadcast. vpmaddubsw wants
 // unsigned × signed bytes and saturates at 16 bits, so the weights (stored w + 128) are made
@@ -141,9 +141,16 @@ void tile_q8_0(float* y, const Q8Activations& xq, const detail::PackedWeights& w
 // Q4_K panels: one 32-byte load holds two quads of 8 outputs in its nibbles; codes 0..15 are
 // unsigned, so vpmaddubsw takes them directly. Per 32-input sub-block: d·sc·d_x times the dot,
 // plus -dmin·mn·d_x·Σx_q (see avx512/gemm_panels_avx512.cc).
-template <int R>
-void tile_q4_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-               int64_t j0, int num_cols) {
+// Moves bit `bit` of every byte to bit 4 (other bits: garbage to be masked off).
+inline __m256i bit_to_4(__m256i v, int bit) {
+  return bit <= 4 ? _mm256_slli_epi16(v, 4 - bit) : _mm256_srli_epi16(v, bit - 4);
+}
+
+// kFive: Q5_K, with the fifth bits from each 32-block's bit vector (packed_weights.h).
+template <int R, bool kFive>
+void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+                int64_t j0, int num_cols) {
+  constexpr int64_t kBlockBytes = kFive ? 320 : 256;
   const int64_t panel = j0 / kQ8Panel;
   const uint8_t* codes = w.nibble_panel(panel);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
@@ -164,7 +171,7 @@ void tile_q4_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w
       __m256i dot[R][2];
       for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
       for (int t = 0; t < 4; ++t) {
-        const uint8_t* q = codes + (blk * 4 + t) * 64;
+        const uint8_t* q = codes + blk * kBlockBytes + t * 64;
         _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
         __m256i lo[2];
         __m256i hi[2];
@@ -172,6 +179,13 @@ void tile_q4_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w
           const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
           lo[h] = _mm256_and_si256(v, nibble);
           hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+          if constexpr (kFive) {
+            const __m256i fifth = _mm256_set1_epi8(0x10);
+            const __m256i bits = _mm256_load_si256(
+                reinterpret_cast<const __m256i*>(codes + blk * kBlockBytes + 256 + 32 * h));
+            lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(bit_to_4(bits, 2 * t), fifth));
+            hi[h] = _mm256_or_si256(hi[h], _mm256_and_si256(bit_to_4(bits, 2 * t + 1), fifth));
+          }
         }
         for (int r = 0; r < R; ++r) {
           int32_t quads[2];
@@ -179,7 +193,7 @@ void tile_q4_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w
           const __m256i xa = _mm256_set1_epi32(quads[0]);
           const __m256i xb = _mm256_set1_epi32(quads[1]);
           for (int h = 0; h < 2; ++h) {
-            // Each pair sum is at most 2 · 15 · 127: the two halves still fit 16 bits added.
+            // A pair sum is at most 2 · 31 · 127 (Q5_K): two of them still fit 16 bits.
             const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
                                                _mm256_maddubs_epi16(hi[h], xb));
             dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
@@ -396,9 +410,13 @@ void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights&
   run_panels(y, x, m, w, scratch, tile_q8_0<1>, tile_q8_0<2>);
 }
 
-void gemm_q4_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-               void* scratch) {
-  run_panels(y, x, m, w, scratch, tile_q4_k<1>, tile_q4_k<2>);
+void gemm_q45_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                void* scratch) {
+  if (w.type == WeightType::kQ5_K) {
+    run_panels(y, x, m, w, scratch, tile_q45_k<1, true>, tile_q45_k<2, true>);
+  } else {
+    run_panels(y, x, m, w, scratch, tile_q45_k<1, false>, tile_q45_k<2, false>);
+  }
 }
 
 void gemm_q6_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,

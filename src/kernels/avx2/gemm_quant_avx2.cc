@@ -531,7 +531,9 @@ size_t gemm_quant_scratch_bytes(int64_t m, int64_t n_in) {
 void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
   if (w.type == WeightType::kQ8_0) return gemm_q8_0(y, x, m, w, scratch);
-  if (w.type == WeightType::kQ4_K) return gemm_q4_k(y, x, m, w, scratch);
+  if (w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K) {
+    return gemm_q45_k(y, x, m, w, scratch);
+  }
   if (w.type == WeightType::kQ6_K) return gemm_q6_k(y, x, m, w, scratch);
   if (w.type == WeightType::kQ4_0 || w.type == WeightType::kQ4_1) {
     return gemm_q4_legacy(y, x, m, w, scratch);

@@ -56,9 +56,9 @@ size_t gemm_bf16_scratch_bytes(int64_t m, int64_t n_in);
 void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch);
 size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in);
-// Q4_K and Q6_K with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.
-void gemm_q4_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                    void* scratch);
+// Q4_K / Q5_K and Q6_K with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.
+void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                     void* scratch);
 void gemm_q6_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch);
 // Q4_0 and Q4_1 with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.

@@ -1,4 +1,4 @@
-// Q8_0, Q4_K, Q6_K, Q4_0 and Q4_1 weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
+// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0 and Q4_1 weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
 // every m.
 //
 // The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
@@ -147,12 +147,20 @@ struct Q8PanelKernel {
   }
 };
 
-// Q4_K: the same tiles on 4-bit panels. One load gives two quads of 16 outputs (low and high
-// nibbles, codes 0..15, unsigned as vpdpbusd wants them: no offset). Per 32-input sub-block the
-// int32 dot is scaled by d·sc·d_x and the min term -dmin·mn·d_x·Σx_q is added, so activations
-// quantized per 32 line up with the sub-blocks. Four rows per tile (the nibble masks and scale
-// vectors take the registers a sixth row would need).
-struct Q4KPanelKernel {
+// Moves bit `bit` of every byte to bit 4 (other bits: garbage to be masked off).
+inline __m512i bit_to_4(__m512i v, int bit) {
+  return bit <= 4 ? _mm512_slli_epi16(v, static_cast<unsigned>(4 - bit))
+                  : _mm512_srli_epi16(v, static_cast<unsigned>(bit - 4));
+}
+
+// Q4_K (and Q5_K, kFive): the same tiles on 4-bit panels. One load gives two quads of 16 outputs
+// (low and high nibbles, codes 0..15, or 0..31 with Q5_K's fifth bits from the block's bit vector;
+// unsigned as vpdpbusd wants them: no offset). Per 32-input sub-block the int32 dot is scaled by
+// d·sc·d_x and the min term -dmin·mn·d_x·Σx_q is added, so activations quantized per 32 line up
+// with the sub-blocks. Four rows per tile (the nibble masks and scale vectors take the registers
+// a sixth row would need).
+template <bool kFive>
+struct Q45KPanelKernel {
   float* y;
   Q8Activations xq;
   const detail::PackedWeights* w;
@@ -190,9 +198,10 @@ struct Q4KPanelKernel {
           #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) dot[r][p] = _mm512_setzero_si512();
         }
+        constexpr int64_t kBlockBytes = kFive ? 320 : 256;
         #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {
-          const int64_t offset = (blk * 4 + t) * 64;
+          const int64_t offset = blk * kBlockBytes + t * 64;
           __m512i lo[P];
           __m512i hi[P];
           #pragma GCC unroll 4
@@ -202,6 +211,12 @@ struct Q4KPanelKernel {
                          _MM_HINT_T0);
             lo[p] = _mm512_and_si512(v, nibble);
             hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+            if constexpr (kFive) {
+              const __m512i fifth = _mm512_set1_epi8(0x10);
+              const __m512i bits = _mm512_load_si512(codes[p] + blk * kBlockBytes + 256);
+              lo[p] = _mm512_or_si512(lo[p], _mm512_and_si512(bit_to_4(bits, 2 * t), fifth));
+              hi[p] = _mm512_or_si512(hi[p], _mm512_and_si512(bit_to_4(bits, 2 * t + 1), fifth));
+            }
           }
           #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
@@ -503,13 +518,18 @@ void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
   }
 }
 
-void gemm_q4_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                    void* scratch) {
+void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                     void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
-  const Q4KPanelKernel kernel{y, xq, &w};
-  run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  if (w.type == WeightType::kQ5_K) {
+    const Q45KPanelKernel<true> kernel{y, xq, &w};
+    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  } else {
+    const Q45KPanelKernel<false> kernel{y, xq, &w};
+    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  }
 }
 
 void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
