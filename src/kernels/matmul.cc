@@ -45,14 +45,9 @@ int64_t max_small_m_q8_0() {
   return cpu::selected_isa() >= cpu::Isa::kAmx ? kMaxSmallMQ8Amx
                                                : std::numeric_limits<int64_t>::max();
 }
-// The other quantized types: the same split until measured otherwise.
+// The quantized types without panels (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS): VNNI up to this
+// m, bf16 slabs + oneDNN above (the split Q8_0's row kernel had, not re-measured for these).
 constexpr int64_t kMaxSmallMQuant = 16;
-// Q4_K/Q5_K/Q6_K's integer kernel stays ahead of the bf16 slabs up to m ~ 48 (bench/kernels,
-// 8192x2048 Q4_K: m = 32 4.8 vs 6.7 ms, m = 64 10.9 vs 8.8 ms).
-constexpr int64_t kMaxSmallMQk = 40;
-int64_t max_small_m_quant(WeightType type) {
-  return avx512::gemm_qk_supported(type) ? kMaxSmallMQk : kMaxSmallMQuant;
-}
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -326,8 +321,6 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
     how = !weight_type_info(type).quantized ? "AVX2 FMA"
           : type == WeightType::kQ8_0 || has_panel_kernel(type)
               ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
-          : avx512::gemm_qk_supported(type)
-              ? "AVX2 integer sub-block scales on activations quantized per 256"
               : "AVX2 int8 dot products on activations quantized per 32";
   } else {
     const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
@@ -357,13 +350,11 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                   : "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)";
         break;
       default: {
-        const char* small = avx512::gemm_qk_supported(type)
-                                ? "AVX-512 integer sub-block scales on activations quantized per 256"
-                            : bf16 ? "AVX512-VNNI on activations quantized per 32"
-                                   : "AVX2 int8 dot products on activations quantized per 32";
+        const char* small = bf16 ? "AVX512-VNNI on activations quantized per 32"
+                                 : "AVX2 int8 dot products on activations quantized per 32";
         how = bf16 ? fmt::format("{} (m <= {}), bf16 slabs + oneDNN{} (m > {})", small,
-                                 max_small_m_quant(type), isa >= cpu::Isa::kAmx ? " on AMX" : "",
-                                 max_small_m_quant(type))
+                                 kMaxSmallMQuant, isa >= cpu::Isa::kAmx ? " on AMX" : "",
+                                 kMaxSmallMQuant)
                    : small;
         break;
       }
@@ -506,12 +497,10 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
     case WeightType::kQ4_1: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
-      return std::max({avx512::gemm_quant_scratch_bytes(m, w.n_in),
-                       avx512::gemm_qk_supported(w.type) ? avx512::gemm_qk_scratch_bytes(m, w.n_in)
-                                                         : size_t{0},
-                       m > max_small_m_quant(w.type)
-                           ? avx512::gemm_quant_bf16_scratch_bytes(m, w.n_in, w.n_out)
-                           : size_t{0}});
+      return std::max(avx512::gemm_quant_scratch_bytes(m, w.n_in),
+                      m > kMaxSmallMQuant
+                          ? avx512::gemm_quant_bf16_scratch_bytes(m, w.n_in, w.n_out)
+                          : size_t{0});
   }
 }
 
@@ -606,10 +595,8 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     default:
-      if (large_m_ok && has_bf16 && m > max_small_m_quant(w.type) && impl_->onednn_q8) {
+      if (large_m_ok && has_bf16 && m > kMaxSmallMQuant && impl_->onednn_q8) {
         avx512::gemm_quant_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
-      } else if (avx512::gemm_qk_supported(w.type)) {
-        avx512::gemm_qk(y, x, m, w, scratch);
       } else if (has_bf16) {
         avx512::gemm_quant_vnni(y, x, m, w, scratch);
       } else {

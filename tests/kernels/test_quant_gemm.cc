@@ -28,10 +28,12 @@ namespace {
 
 using testing::random_floats;
 
-constexpr WeightType kQuantTypes[] = {
-    WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
-    WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K, WeightType::kQ5_K,
-    WeightType::kQ6_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS};
+// The types the row kernels (VNNI, bf16 slabs) read in their GGUF layout; the others are packed
+// into panels (packed_weights.h) and reach the tests through PackedLinear.
+constexpr WeightType kQuantTypes[] = {WeightType::kQ5_0, WeightType::kQ5_1, WeightType::kQ2_K,
+                                      WeightType::kQ3_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS};
+constexpr WeightType kPanelTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
+                                      WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
 
 std::vector<uint8_t> random_block_bytes(WeightType type, int64_t num_elements, uint32_t seed) {
   const WeightTypeInfo& info = weight_type_info(type);
@@ -142,13 +144,13 @@ TEST(QuantGemm, VnniEqualsQuantizedActivationReference) {
   }
 }
 
-// The AVX2 kernel: every quantized type, Q8_0 included (in PackedLinear's repacked layout, so
-// it goes through PackedLinear::pack with the ISA lowered to AVX2).
+// The AVX2 kernels: every quantized type, the panel types included (through PackedLinear::pack
+// with the ISA lowered to AVX2).
 TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
   if (cpu::detect_best_isa() < cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   uint32_t seed = 500;
   std::vector<WeightType> types(std::begin(kQuantTypes), std::end(kQuantTypes));
-  types.push_back(WeightType::kQ8_0);
+  types.insert(types.end(), std::begin(kPanelTypes), std::end(kPanelTypes));
   for (WeightType type : types) {
     for (const Shape& s : shapes_for(type)) {
       ++seed;
@@ -164,32 +166,6 @@ TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
       std::vector<float> y(expected.size());
       AlignedBuffer scratch(linear.scratch_bytes(s.m));
       linear.forward(y.data(), x.data(), s.m, scratch.data());
-      const double err = testing::nmse(y.data(), expected.data(), expected.size());
-      const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
-      EXPECT_LT(err, 1e-10) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out
-                            << " n_in=" << s.n_in << " worst " << y[worst] << " vs "
-                            << expected[worst];
-    }
-  }
-}
-
-// Q4_K, Q5_K and Q6_K at small m (avx512::gemm_qk): activations quantized per 256 values.
-TEST(QuantGemm, QkEqualsQuantizedActivationReference) {
-  if (cpu::detect_best_isa() < cpu::Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
-  uint32_t seed = 900;
-  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
-    ASSERT_TRUE(avx512::gemm_qk_supported(type));
-    for (const Shape& s : shapes_for(type)) {
-      ++seed;
-      const auto bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
-      const detail::PackedWeights w = packed_rows(bytes, type, s.n_out, s.n_in);
-      const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
-      const auto xhat = quantize_dequantize(x, s.m, s.n_in, kQK_K);
-      std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
-      ref::matmul(expected.data(), xhat.data(), s.m, bytes.data(), type, s.n_out, s.n_in);
-      std::vector<float> y(expected.size());
-      AlignedBuffer scratch(avx512::gemm_qk_scratch_bytes(s.m, s.n_in));
-      avx512::gemm_qk(y.data(), x.data(), s.m, w, scratch.data());
       const double err = testing::nmse(y.data(), expected.data(), expected.size());
       const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
       EXPECT_LT(err, 1e-10) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out

@@ -76,10 +76,5 @@ size_t gemm_quant_scratch_bytes(int64_t m, int64_t n_in);
 void gemm_quant_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                      const detail::OnednnPlainBf16Matmul& onednn, void* scratch);
 size_t gemm_quant_bf16_scratch_bytes(int64_t m, int64_t n_in, int64_t n_out);
-// Q4_K, Q5_K and Q6_K at small m (AVX-512 F/BW): activations quantized per 256, integer sub-block
-// scales, one float multiply-add per super-block (gemm_qk_avx512.cc).
-bool gemm_qk_supported(WeightType type);
-void gemm_qk(float* y, const float* x, int64_t m, const detail::PackedWeights& w, void* scratch);
-size_t gemm_qk_scratch_bytes(int64_t m, int64_t n_in);
 
 }  // namespace vellum::kernels::avx512

@@ -1,4 +1,4 @@
-// GGML quantized weights (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS; Q8_0 has its own repacked kernel) with
+// GGML quantized weights without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS) with
 // AVX512-VNNI, read in their own GGUF layout.
 //
 // Small m (decode): activations are quantized per 32 values like GGML's Q8_0 (d = amax / 127)
@@ -177,15 +177,10 @@ void unpack_rows_bf16(uint16_t* out, const detail::PackedWeights& w, int64_t j0,
 template <class Fn>
 void dispatch_type(WeightType type, Fn&& fn) {
   switch (type) {
-    case WeightType::kQ4_0: return fn(quant::Q4_0{});
-    case WeightType::kQ4_1: return fn(quant::Q4_1{});
     case WeightType::kQ5_0: return fn(quant::Q5_0{});
     case WeightType::kQ5_1: return fn(quant::Q5_1{});
     case WeightType::kQ2_K: return fn(quant::Q2_K{});
     case WeightType::kQ3_K: return fn(quant::Q3_K{});
-    case WeightType::kQ4_K: return fn(quant::Q4_K{});
-    case WeightType::kQ5_K: return fn(quant::Q5_K{});
-    case WeightType::kQ6_K: return fn(quant::Q6_K{});
     case WeightType::kIQ4_NL: return fn(quant::IQ4_NL{});
     case WeightType::kIQ4_XS: return fn(quant::IQ4_XS{});
     default: break;

@@ -1,12 +1,13 @@
 // Unpacking GGML quantized blocks into 64-weight units for the AVX-512 kernels (header-only,
 // include only from translation units compiled with the AVX-512 + VNNI flags).
 //
-// Every quantized type is read in its own GGUF layout (nothing is repacked at load) and unpacked
+// The quantized types without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS; the others
+// are repacked at load, see packed_weights.h) are read in their own GGUF layout and unpacked
 // in registers into one common form, 64 consecutive weights at a time:
 //   w[e] = d[e / 4] * q[e] + m[e / 4]      e = 0..63 in row order
 // q: 64 unsigned bytes (the type's integer code, offset to be non-negative), d and m: one f32 per
 // 4 weights (the 16 int32 lanes of a VNNI dot product), holding the sub-block scale and offset.
-// Symmetric types put their zero point into m (Q4_0: m = -8 d); the IQ4 codebooks are looked up
+// Symmetric types put their zero point into m (Q5_0: m = -16 d); the IQ4 codebooks are looked up
 // with vpshufb and offset by 128. A dot product with activations x ≈ dx * xq is then
 //   Σ w x = Σ_lanes d * dx * dpbusd(q, xq) + m * Σ_lane x.
 //
@@ -109,27 +110,6 @@ struct LegacyBase {
   }
 };
 
-struct Q4_0 : LegacyBase<BlockQ4_0> {
-  static Unit unit(const State&, const uint8_t* row, int64_t g, int, bool full) {
-    const BlockQ4_0* a = block_a(row, g);
-    const BlockQ4_0* b = block_b(row, g, full);
-    const float da = load_f16_scalar(&a->d);
-    const float db = full ? load_f16_scalar(&b->d) : 0.0f;
-    const __m512 d = halves(da, db);
-    return {nibbles_2blocks(a->qs, b->qs), d, _mm512_mul_ps(d, _mm512_set1_ps(-8.0f))};
-  }
-};
-
-struct Q4_1 : LegacyBase<BlockQ4_1> {
-  static Unit unit(const State&, const uint8_t* row, int64_t g, int, bool full) {
-    const BlockQ4_1* a = block_a(row, g);
-    const BlockQ4_1* b = block_b(row, g, full);
-    return {nibbles_2blocks(a->qs, b->qs),
-            halves(load_f16_scalar(&a->d), full ? load_f16_scalar(&b->d) : 0.0f),
-            halves(load_f16_scalar(&a->m), full ? load_f16_scalar(&b->m) : 0.0f)};
-  }
-};
-
 template <class Block>
 __m512i q5_codes(const Block* a, const Block* b) {
   uint32_t ha, hb;
@@ -196,71 +176,6 @@ inline __m512 k4_scales(const uint8_t* packed, float d, float dmin) {
       _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(utmp))));
   return _mm512_mul_ps(v, halves(d, -dmin));
 }
-
-struct Q4_K : SuperBase<BlockQ4_K> {
-  struct State {
-    __m512 scales;
-  };
-  static State load(const uint8_t* row, int64_t g, bool) {
-    const BlockQ4_K* b = block(row, g);
-    return {k4_scales(b->scales, load_f16_scalar(&b->d), load_f16_scalar(&b->dmin))};
-  }
-  static Unit unit(const State& s, const uint8_t* row, int64_t g, int u, bool) {
-    const BlockQ4_K* b = block(row, g);
-    return {nibbles_lo_hi(b->qs + 32 * u), _mm512_permutexvar_ps(pair_index(2 * u), s.scales),
-            _mm512_permutexvar_ps(pair_index(8 + 2 * u), s.scales)};
-  }
-};
-
-struct Q5_K : SuperBase<BlockQ5_K> {
-  struct State {
-    __m512 scales;
-  };
-  static State load(const uint8_t* row, int64_t g, bool) {
-    const BlockQ5_K* b = block(row, g);
-    return {k4_scales(b->scales, load_f16_scalar(&b->d), load_f16_scalar(&b->dmin))};
-  }
-  static Unit unit(const State& s, const uint8_t* row, int64_t g, int u, bool) {
-    const BlockQ5_K* b = block(row, g);
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh));
-    const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-    const __m512i select = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * u)))),
-        _mm256_set1_epi8(static_cast<char>(1 << (2 * u + 1))), 1);
-    const __mmask64 high = _mm512_test_epi8_mask(hh, select);
-    return {_mm512_or_si512(nibbles_lo_hi(b->qs + 32 * u),
-                            _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10))),
-            _mm512_permutexvar_ps(pair_index(2 * u), s.scales),
-            _mm512_permutexvar_ps(pair_index(8 + 2 * u), s.scales)};
-  }
-};
-
-struct Q6_K : SuperBase<BlockQ6_K> {
-  struct State {
-    __m512 scales;  // d * scale of the 16 sub-blocks
-  };
-  static State load(const uint8_t* row, int64_t g, bool) {
-    const BlockQ6_K* b = block(row, g);
-    const __m512 sc = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales))));
-    return {_mm512_mul_ps(sc, _mm512_set1_ps(load_f16_scalar(&b->d)))};
-  }
-  static Unit unit(const State& s, const uint8_t* row, int64_t g, int u, bool) {
-    const BlockQ6_K* b = block(row, g);
-    const int half = u / 2;
-    const __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * half));
-    const int shift = (u % 2) * 4;  // bits 0-1 / 2-3 for even units, 4-5 / 6-7 for odd ones
-    const __m512i low = _mm512_and_si512(_mm512_srli_epi16(ql, static_cast<unsigned>(shift)),
-                                         _mm512_set1_epi8(0x0F));
-    const __m512i hv = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_srli_epi16(qh, static_cast<unsigned>(shift))),
-        _mm256_srli_epi16(qh, static_cast<unsigned>(shift + 2)), 1);
-    const __m512i high = _mm512_slli_epi16(_mm512_and_si512(hv, _mm512_set1_epi8(0x03)), 4);
-    const __m512 d = _mm512_permutexvar_ps(quad_index(u), s.scales);
-    return {_mm512_or_si512(low, high), d, _mm512_mul_ps(d, _mm512_set1_ps(-32.0f))};
-  }
-};
 
 // Q2_K and Q3_K: the 2 low bits of the unit's 64 weights, from the 32 bytes of its half-block.
 inline __m512i two_bit_codes(const uint8_t* qs32, int u) {
