@@ -4,6 +4,7 @@
 #include "common/half.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/packed_weights.h"
+#include "kernels/quant_types.h"
 
 namespace vellum::kernels::detail {
 namespace {
@@ -57,6 +58,7 @@ float PackedWeights::q4_weight(int64_t j, int64_t k) const {
   if (type == WeightType::kQ4_1) {
     return d * static_cast<float>(code) + fp16_to_float(scales[kQ8Panel + lane]);
   }
+  if (type == WeightType::kIQ4_NL) return d * static_cast<float>(kIq4nlValues[code]);
   return d * static_cast<float>(code - 8);
 }
 
@@ -115,7 +117,8 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
         break;
       }
       case WeightType::kQ4_0:
-      case WeightType::kQ4_1: {
+      case WeightType::kQ4_1:
+      case WeightType::kIQ4_NL: {
         dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4_weight(j, i); });
         break;
       }

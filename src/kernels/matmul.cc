@@ -45,7 +45,7 @@ int64_t max_small_m_q8_0() {
   return cpu::selected_isa() >= cpu::Isa::kAmx ? kMaxSmallMQ8Amx
                                                : std::numeric_limits<int64_t>::max();
 }
-// The quantized types without panels (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS): VNNI up to this
+// The quantized types without panels (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_XS): VNNI up to this
 // m, bf16 slabs + oneDNN above (the split Q8_0's row kernel had, not re-measured for these).
 constexpr int64_t kMaxSmallMQuant = 16;
 
@@ -54,7 +54,7 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 // Types packed into 16-row panels for the int8 panel kernels at every m (besides Q8_0).
 bool has_panel_kernel(WeightType type) {
   return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K ||
-         type == WeightType::kQ4_0 || type == WeightType::kQ4_1;
+         type == WeightType::kQ4_0 || type == WeightType::kQ4_1 || type == WeightType::kIQ4_NL;
 }
 
 PackedWeights pack_rows(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
@@ -162,7 +162,7 @@ PackedWeights pack_q45_k(const void* w, WeightType type, int64_t n_out, int64_t 
   return p;
 }
 
-// Q4_0 / Q4_1 rows into nibble panels with per-32-block d (and m) per row (packed_weights.h).
+// Q4_0 / Q4_1 / IQ4_NL rows into nibble panels with per-32-block d (and m) per row (packed_weights.h).
 PackedWeights pack_q4_legacy(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
   using detail::kQ8Panel;
   PackedWeights p;
@@ -338,6 +338,7 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
       case WeightType::kQ6_K:
       case WeightType::kQ4_0:
       case WeightType::kQ4_1:
+      case WeightType::kIQ4_NL:
         how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
                    : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
         break;
@@ -388,7 +389,8 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_q45_k(w, type, n_out, n_in);
   } else if (target == type && type == WeightType::kQ6_K) {
     impl.weights = pack_q6_k(w, n_out, n_in);
-  } else if (target == type && (type == WeightType::kQ4_0 || type == WeightType::kQ4_1)) {
+  } else if (target == type && (type == WeightType::kQ4_0 || type == WeightType::kQ4_1 ||
+                                 type == WeightType::kIQ4_NL)) {
     impl.weights = pack_q4_legacy(w, type, n_out, n_in);
   } else if (target == type) {
     impl.weights = pack_rows(w, type, n_out, n_in);
@@ -396,7 +398,7 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  // The Q4_K, Q5_K, Q6_K, Q4_0 and Q4_1 panels have no bf16 slab fill: their VNNI kernels run every m.
+  // The Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 and IQ4_NL panels have no bf16 slab fill: their VNNI kernels run every m.
   if (weight_type_info(target).quantized && !has_panel_kernel(target) &&
       isa >= cpu::Isa::kAvx512Bf16) {
     try {
@@ -494,7 +496,8 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
     case WeightType::kQ5_K:
     case WeightType::kQ6_K:
     case WeightType::kQ4_0:
-    case WeightType::kQ4_1: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
+    case WeightType::kQ4_1:
+    case WeightType::kIQ4_NL: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
       return std::max(avx512::gemm_quant_scratch_bytes(m, w.n_in),
@@ -583,6 +586,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     case WeightType::kQ6_K:
     case WeightType::kQ4_0:
     case WeightType::kQ4_1:
+    case WeightType::kIQ4_NL:
       if (has_bf16) {
         switch (w.type) {
           case WeightType::kQ4_K:

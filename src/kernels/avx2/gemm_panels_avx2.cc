@@ -1,4 +1,4 @@
-// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0 and Q4_1 weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
+// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 and IQ4_NL weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
 // without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
 // a ymm holds one quad (4 inputs) of 8 outputs; the 4 matching activation codes are broadcast. vpmaddubsw wants
 // unsigned × signed bytes and saturates at 16 bits, so the weights (stored w + 128) are made
@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/avx2/avx2_quant.h"
+#include "kernels/quant_types.h"
 
 namespace vellum::kernels::avx2 {
 namespace {
@@ -305,11 +306,16 @@ void tile_q6_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w
   store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
 }
 
-// Q4_0 / Q4_1 panels: Q4_K's nibble loop with one d (and m) per row and 32-block; Q4_0's -8
-// offset starts each block's dot from -8 · Σ x_q.
-template <int R, bool kMin>
+// Q4_0 / Q4_1 / IQ4_NL panels: Q4_K's nibble loop with one d (and m) per row and 32-block;
+// Q4_0's -8 offset starts each block's dot from -8 · Σ x_q. IQ4_NL's codebook values (vpshufb)
+// are signed: they go through the sign trick, each half widened on its own (2 · 127 · 127).
+template <int R, WeightType kType>
 void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
                     int64_t j0, int num_cols) {
+  constexpr bool kMin = kType == WeightType::kQ4_1;
+  constexpr bool kLut = kType == WeightType::kIQ4_NL;
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i table = _mm256_set_m128i(values, values);
   const int64_t panel = j0 / kQ8Panel;
   const uint8_t* codes = w.nibble_panel(panel);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
@@ -319,8 +325,8 @@ void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeigh
   for (int64_t blk = 0; blk < w.n_in / 32; ++blk) {
     __m256i dot[R][2];
     for (int r = 0; r < R; ++r) {
-      dot[r][0] = dot[r][1] =
-          kMin ? _mm256_setzero_si256() : _mm256_set1_epi32(-8 * xq.sum(r0 + r)[blk]);
+      dot[r][0] = dot[r][1] = kMin || kLut ? _mm256_setzero_si256()
+                                           : _mm256_set1_epi32(-8 * xq.sum(r0 + r)[blk]);
     }
     for (int t = 0; t < 4; ++t) {
       const uint8_t* q = codes + (blk * 4 + t) * 64;
@@ -331,6 +337,10 @@ void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeigh
         const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
         lo[h] = _mm256_and_si256(v, nibble);
         hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+        if constexpr (kLut) {
+          lo[h] = _mm256_shuffle_epi8(table, lo[h]);
+          hi[h] = _mm256_shuffle_epi8(table, hi[h]);
+        }
       }
       for (int r = 0; r < R; ++r) {
         int32_t quads[2];
@@ -338,10 +348,19 @@ void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeigh
         const __m256i xa = _mm256_set1_epi32(quads[0]);
         const __m256i xb = _mm256_set1_epi32(quads[1]);
         for (int h = 0; h < 2; ++h) {
-          // Each pair sum is at most 2 · 15 · 127: the two halves still fit 16 bits added.
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
-                                             _mm256_maddubs_epi16(hi[h], xb));
-          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+          if constexpr (kLut) {
+            const __m256i pa = _mm256_maddubs_epi16(_mm256_sign_epi8(lo[h], lo[h]),
+                                                    _mm256_sign_epi8(xa, lo[h]));
+            const __m256i pb = _mm256_maddubs_epi16(_mm256_sign_epi8(hi[h], hi[h]),
+                                                    _mm256_sign_epi8(xb, hi[h]));
+            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
+            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
+          } else {
+            // Each pair sum is at most 2 · 15 · 127: the two halves still fit 16 bits added.
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
+                                               _mm256_maddubs_epi16(hi[h], xb));
+            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+          }
         }
       }
     }
@@ -426,10 +445,16 @@ void gemm_q6_k(float* y, const float* x, int64_t m, const detail::PackedWeights&
 
 void gemm_q4_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch) {
-  if (w.type == WeightType::kQ4_1) {
-    run_panels(y, x, m, w, scratch, tile_q4_legacy<1, true>, tile_q4_legacy<2, true>);
-  } else {
-    run_panels(y, x, m, w, scratch, tile_q4_legacy<1, false>, tile_q4_legacy<2, false>);
+  switch (w.type) {
+    case WeightType::kQ4_1:
+      return run_panels(y, x, m, w, scratch, tile_q4_legacy<1, WeightType::kQ4_1>,
+                        tile_q4_legacy<2, WeightType::kQ4_1>);
+    case WeightType::kIQ4_NL:
+      return run_panels(y, x, m, w, scratch, tile_q4_legacy<1, WeightType::kIQ4_NL>,
+                        tile_q4_legacy<2, WeightType::kIQ4_NL>);
+    default:
+      return run_panels(y, x, m, w, scratch, tile_q4_legacy<1, WeightType::kQ4_0>,
+                        tile_q4_legacy<2, WeightType::kQ4_0>);
   }
 }
 

@@ -1,4 +1,4 @@
-// GGML quantized weights without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS; the
+// GGML quantized weights without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_XS; the
 // panel types run in gemm_panels_avx2.cc, dispatched from gemm_quant below) with AVX2 + FMA, for CPUs without AVX512-VNNI (AVX2-only laptops and desktops, AMD Zen 2/3,
 // AVX-512 CPUs without VNNI).
 //
@@ -157,13 +157,6 @@ struct Q5_1 : Blocks32<BlockQ5_1> {
   static Unit unit(const State&, const detail::PackedWeights& w, int64_t j, int64_t g, int) {
     const BlockQ5_1* b = block(w, j, g);
     return {q5_codes(b), _mm256_set1_ps(f16(&b->d)), _mm256_set1_ps(f16(&b->m))};
-  }
-};
-struct IQ4_NL : Blocks32<BlockIQ4_NL> {
-  static constexpr bool kSigned = true;
-  static Unit unit(const State&, const detail::PackedWeights& w, int64_t j, int64_t g, int) {
-    const BlockIQ4_NL* b = block(w, j, g);
-    return {iq4_signed(nibbles(b->qs)), _mm256_set1_ps(f16(&b->d)), _mm256_setzero_ps()};
   }
 };
 template <class Block>
@@ -332,7 +325,8 @@ void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights
     return gemm_q45_k(y, x, m, w, scratch);
   }
   if (w.type == WeightType::kQ6_K) return gemm_q6_k(y, x, m, w, scratch);
-  if (w.type == WeightType::kQ4_0 || w.type == WeightType::kQ4_1) {
+  if (w.type == WeightType::kQ4_0 || w.type == WeightType::kQ4_1 ||
+      w.type == WeightType::kIQ4_NL) {
     return gemm_q4_legacy(y, x, m, w, scratch);
   }
   const QuantizedX xq{round_up(w.n_in, 64), static_cast<uint8_t*>(scratch)};
@@ -343,7 +337,6 @@ void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights
     case WeightType::kQ5_1: return run<Q5_1>(y, xq, w, m);
     case WeightType::kQ2_K: return run<Q2_K>(y, xq, w, m);
     case WeightType::kQ3_K: return run<Q3_K>(y, xq, w, m);
-    case WeightType::kIQ4_NL: return run<IQ4_NL>(y, xq, w, m);
     case WeightType::kIQ4_XS: return run<IQ4_XS>(y, xq, w, m);
     default: break;
   }

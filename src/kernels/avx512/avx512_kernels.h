@@ -61,7 +61,7 @@ void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWe
                      void* scratch);
 void gemm_q6_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch);
-// Q4_0 and Q4_1 with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.
+// Q4_0, Q4_1 and IQ4_NL with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.
 void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                          void* scratch);
 // Q8_0 for large m (needs AVX512-BF16): weight slabs dequantized to bf16, oneDNN product.

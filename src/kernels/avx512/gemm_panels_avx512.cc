@@ -1,4 +1,4 @@
-// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0 and Q4_1 weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
+// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 and IQ4_NL weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
 // every m.
 //
 // The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
@@ -21,6 +21,7 @@
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/gemm_driver.h"
 #include "kernels/avx512/vec_math.h"
+#include "kernels/quant_types.h"
 
 namespace vellum::kernels::avx512 {
 namespace {
@@ -276,10 +277,13 @@ struct Q45KPanelKernel {
   }
 };
 
-// Q4_0 / Q4_1: Q4_K's nibble panels with one d (and m) per row and 32-block. Q4_0's -8 offset
-// starts each block's dot from -8 · Σ x_q (exact); Q4_1 adds m · d_x · Σ x_q.
-template <bool kMin>
+// Q4_0 / Q4_1 / IQ4_NL: Q4_K's nibble panels with one d (and m) per row and 32-block. Q4_0's -8
+// offset starts each block's dot from -8 · Σ x_q (exact); Q4_1 adds m · d_x · Σ x_q. IQ4_NL looks
+// its codes up (vpshufb) as codebook value + 128 and starts from -128 · Σ x_q, as Q8_0 does.
+template <WeightType kType>
 struct Q4LegacyPanelKernel {
+  static constexpr bool kMin = kType == WeightType::kQ4_1;
+  static constexpr bool kLut = kType == WeightType::kIQ4_NL;
   float* y;
   Q8Activations xq;
   const detail::PackedWeights* w;
@@ -292,6 +296,11 @@ struct Q4LegacyPanelKernel {
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
     const __m512i nibble = _mm512_set1_epi8(0x0F);
+    alignas(16) uint8_t lut[16];
+    for (int i = 0; i < 16; ++i) lut[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
+    constexpr int kOffset = kLut ? 128 : 8;
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -302,8 +311,8 @@ struct Q4LegacyPanelKernel {
       __m512i dot[R][P];
       #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i start =
-            kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(-8 * xq.sum(r0 + r)[blk]);
+        const __m512i start = kMin ? _mm512_setzero_si512()
+                                   : _mm512_set1_epi32(-kOffset * xq.sum(r0 + r)[blk]);
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) dot[r][p] = start;
       }
@@ -319,6 +328,10 @@ struct Q4LegacyPanelKernel {
                        _MM_HINT_T0);
           lo[p] = _mm512_and_si512(v, nibble);
           hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+          if constexpr (kLut) {
+            lo[p] = _mm512_shuffle_epi8(table, lo[p]);
+            hi[p] = _mm512_shuffle_epi8(table, hi[p]);
+          }
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
@@ -538,10 +551,13 @@ void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::Pack
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
   if (w.type == WeightType::kQ4_1) {
-    const Q4LegacyPanelKernel<true> kernel{y, xq, &w};
+    const Q4LegacyPanelKernel<WeightType::kQ4_1> kernel{y, xq, &w};
+    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  } else if (w.type == WeightType::kIQ4_NL) {
+    const Q4LegacyPanelKernel<WeightType::kIQ4_NL> kernel{y, xq, &w};
     run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
   } else {
-    const Q4LegacyPanelKernel<false> kernel{y, xq, &w};
+    const Q4LegacyPanelKernel<WeightType::kQ4_0> kernel{y, xq, &w};
     run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
   }
 }

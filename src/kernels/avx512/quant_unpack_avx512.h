@@ -1,7 +1,7 @@
 // Unpacking GGML quantized blocks into 64-weight units for the AVX-512 kernels (header-only,
 // include only from translation units compiled with the AVX-512 + VNNI flags).
 //
-// The quantized types without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS; the others
+// The quantized types without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_XS; the others
 // are repacked at load, see packed_weights.h) are read in their own GGUF layout and unpacked
 // in registers into one common form, 64 consecutive weights at a time:
 //   w[e] = d[e / 4] * q[e] + m[e / 4]      e = 0..63 in row order
@@ -135,16 +135,6 @@ struct Q5_1 : LegacyBase<BlockQ5_1> {
     const BlockQ5_1* b = block_b(row, g, full);
     return {q5_codes(a, b), halves(load_f16_scalar(&a->d), full ? load_f16_scalar(&b->d) : 0.0f),
             halves(load_f16_scalar(&a->m), full ? load_f16_scalar(&b->m) : 0.0f)};
-  }
-};
-
-struct IQ4_NL : LegacyBase<BlockIQ4_NL> {
-  static Unit unit(const State&, const uint8_t* row, int64_t g, int, bool full) {
-    const BlockIQ4_NL* a = block_a(row, g);
-    const BlockIQ4_NL* b = block_b(row, g, full);
-    const __m512 d = halves(load_f16_scalar(&a->d), full ? load_f16_scalar(&b->d) : 0.0f);
-    return {_mm512_shuffle_epi8(iq4_table(), nibbles_2blocks(a->qs, b->qs)), d,
-            _mm512_mul_ps(d, _mm512_set1_ps(-128.0f))};
   }
 };
 
