@@ -52,10 +52,17 @@ float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
 float PackedWeights::q4_weight(int64_t j, int64_t k) const {
   const int64_t lane = j % kQ8Panel;
   const uint16_t* scales = q4_panel_scales(j / kQ8Panel, k / 32);
-  const uint8_t byte = nibble_panel(j / kQ8Panel)[(k / 8) * 64 + lane * 4 + k % 4];
-  const int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
+  const uint8_t* block = nibble_panel(j / kQ8Panel) + (k / 32) * nibble_block_bytes();
+  const int64_t t = (k % 32) / 8;
+  const uint8_t byte = block[t * 64 + lane * 4 + k % 4];
+  int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
+  if (type == WeightType::kQ5_0 || type == WeightType::kQ5_1) {
+    const int bit = static_cast<int>(2 * t + (k % 8 < 4 ? 0 : 1));
+    code |= ((block[256 + lane * 4 + k % 4] >> bit) & 1) << 4;
+  }
   const float d = fp16_to_float(scales[lane]);
-  if (type == WeightType::kQ4_1) {
+  if (type == WeightType::kQ5_0) return d * static_cast<float>(code - 16);
+  if (type == WeightType::kQ4_1 || type == WeightType::kQ5_1) {
     return d * static_cast<float>(code) + fp16_to_float(scales[kQ8Panel + lane]);
   }
   if (type == WeightType::kIQ4_NL) return d * static_cast<float>(kIq4nlValues[code]);
@@ -118,7 +125,9 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
       }
       case WeightType::kQ4_0:
       case WeightType::kQ4_1:
-      case WeightType::kIQ4_NL: {
+      case WeightType::kIQ4_NL:
+      case WeightType::kQ5_0:
+      case WeightType::kQ5_1: {
         dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4_weight(j, i); });
         break;
       }

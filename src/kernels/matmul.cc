@@ -45,16 +45,22 @@ int64_t max_small_m_q8_0() {
   return cpu::selected_isa() >= cpu::Isa::kAmx ? kMaxSmallMQ8Amx
                                                : std::numeric_limits<int64_t>::max();
 }
-// The quantized types without panels (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_XS): VNNI up to this
+// The quantized types without panels (Q2_K, Q3_K, IQ4_XS): VNNI up to this
 // m, bf16 slabs + oneDNN above (the split Q8_0's row kernel had, not re-measured for these).
 constexpr int64_t kMaxSmallMQuant = 16;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// The 32-block types packed into nibble panels (pack_legacy).
+bool is_legacy_panel_type(WeightType type) {
+  return type == WeightType::kQ4_0 || type == WeightType::kQ4_1 || type == WeightType::kIQ4_NL ||
+         type == WeightType::kQ5_0 || type == WeightType::kQ5_1;
+}
+
 // Types packed into 16-row panels for the int8 panel kernels at every m (besides Q8_0).
 bool has_panel_kernel(WeightType type) {
   return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K ||
-         type == WeightType::kQ4_0 || type == WeightType::kQ4_1 || type == WeightType::kIQ4_NL;
+         is_legacy_panel_type(type);
 }
 
 PackedWeights pack_rows(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
@@ -162,41 +168,54 @@ PackedWeights pack_q45_k(const void* w, WeightType type, int64_t n_out, int64_t 
   return p;
 }
 
-// Q4_0 / Q4_1 / IQ4_NL rows into nibble panels with per-32-block d (and m) per row (packed_weights.h).
-PackedWeights pack_q4_legacy(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
+// Q4_0 / Q4_1 / IQ4_NL / Q5_0 / Q5_1 rows into nibble panels with per-32-block d (and m) per row
+// (packed_weights.h).
+PackedWeights pack_legacy(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
   using detail::kQ8Panel;
   PackedWeights p;
   p.type = type;
   p.n_out = n_out;
   p.n_in = n_in;
   p.row_bytes = weight_row_bytes(type, n_in);
-  const bool has_min = type == WeightType::kQ4_1;
+  const bool has_min = type == WeightType::kQ4_1 || type == WeightType::kQ5_1;
+  const bool five = type == WeightType::kQ5_0 || type == WeightType::kQ5_1;
   const int64_t num_panels = p.q8_num_panels();
   const int64_t num_blocks = n_in / 32;
-  p.data = AlignedBuffer(static_cast<size_t>(num_panels * 8 * n_in));
+  const int64_t block32_bytes = p.nibble_block_bytes();
+  p.data = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * block32_bytes));
   p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * kQ8Panel *
                                                (has_min ? 2 : 1)) * sizeof(uint16_t));
   std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = m = 0
   std::memset(p.scales.data(), 0, p.scales.size());
   const size_t block_bytes = weight_type_info(type).block_bytes;
+  const int64_t qh_offset = has_min ? 4 : 2;                    // after d (and m)
+  const int64_t qs_offset = qh_offset + (five ? 4 : 0);         // after qh (Q5_*)
   const auto* bytes = static_cast<const uint8_t*>(w);
   for (int64_t j = 0; j < n_out; ++j) {
     const int64_t panel = j / kQ8Panel;
     const int64_t lane = j % kQ8Panel;
-    uint8_t* codes = p.data.as<uint8_t>() + panel * 8 * n_in;
     for (int64_t b = 0; b < num_blocks; ++b) {
       const uint8_t* block = bytes + (j * num_blocks + b) * static_cast<int64_t>(block_bytes);
-      const uint8_t* qs = block + (has_min ? 4 : 2);
+      const uint8_t* qs = block + qs_offset;
+      uint32_t qh = 0;
+      if (five) std::memcpy(&qh, block + qh_offset, sizeof(qh));
       uint16_t* scales =
           p.scales.as<uint16_t>() + (panel * num_blocks + b) * kQ8Panel * (has_min ? 2 : 1);
       std::memcpy(&scales[lane], block, 2);
       if (has_min) std::memcpy(&scales[kQ8Panel + lane], block + 2, 2);
+      uint8_t* block32 = p.data.as<uint8_t>() + (panel * num_blocks + b) * block32_bytes;
       for (int i = 0; i < 32; ++i) {
-        // GGML: input i < 16 in the low nibble of qs[i], input i + 16 in the high one.
+        // GGML: input i < 16 in the low nibble of qs[i], input i + 16 in the high one; Q5_*'s
+        // fifth bit of input i is bit i of qh.
         const uint8_t code = i < 16 ? (qs[i] & 0xF) : (qs[i - 16] >> 4);
-        const int64_t k = b * 32 + i;
-        uint8_t& dst = codes[(k / 8) * 64 + lane * 4 + k % 4];
-        dst = static_cast<uint8_t>(dst | (k % 8 < 4 ? code : code << 4));
+        const int64_t t = i / 8;
+        const bool high_nibble = i % 8 >= 4;
+        uint8_t& dst = block32[t * 64 + lane * 4 + i % 4];
+        dst = static_cast<uint8_t>(dst | (high_nibble ? code << 4 : code));
+        if (five) {
+          block32[256 + lane * 4 + i % 4] |= static_cast<uint8_t>(
+              ((qh >> i) & 1) << (2 * t + (high_nibble ? 1 : 0)));
+        }
       }
     }
   }
@@ -339,6 +358,8 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
       case WeightType::kQ4_0:
       case WeightType::kQ4_1:
       case WeightType::kIQ4_NL:
+      case WeightType::kQ5_0:
+      case WeightType::kQ5_1:
         how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
                    : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
         break;
@@ -389,16 +410,15 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_q45_k(w, type, n_out, n_in);
   } else if (target == type && type == WeightType::kQ6_K) {
     impl.weights = pack_q6_k(w, n_out, n_in);
-  } else if (target == type && (type == WeightType::kQ4_0 || type == WeightType::kQ4_1 ||
-                                 type == WeightType::kIQ4_NL)) {
-    impl.weights = pack_q4_legacy(w, type, n_out, n_in);
+  } else if (target == type && is_legacy_panel_type(type)) {
+    impl.weights = pack_legacy(w, type, n_out, n_in);
   } else if (target == type) {
     impl.weights = pack_rows(w, type, n_out, n_in);
   } else {
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  // The Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 and IQ4_NL panels have no bf16 slab fill: their VNNI kernels run every m.
+  // The panel types (has_panel_kernel) have no bf16 slab fill: their VNNI kernels run every m.
   if (weight_type_info(target).quantized && !has_panel_kernel(target) &&
       isa >= cpu::Isa::kAvx512Bf16) {
     try {
@@ -497,7 +517,9 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
     case WeightType::kQ6_K:
     case WeightType::kQ4_0:
     case WeightType::kQ4_1:
-    case WeightType::kIQ4_NL: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
+    case WeightType::kIQ4_NL:
+    case WeightType::kQ5_0:
+    case WeightType::kQ5_1: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
       if (!weight_type_info(w.type).quantized) return 0;
       return std::max(avx512::gemm_quant_scratch_bytes(m, w.n_in),
@@ -587,6 +609,8 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     case WeightType::kQ4_0:
     case WeightType::kQ4_1:
     case WeightType::kIQ4_NL:
+    case WeightType::kQ5_0:
+    case WeightType::kQ5_1:
       if (has_bf16) {
         switch (w.type) {
           case WeightType::kQ4_K:

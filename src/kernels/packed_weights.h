@@ -22,8 +22,10 @@
 //   kQ5_K: as Q4_K with a fifth bit: per 32-block, the four nibble vectors and then one vector
 //          whose byte (j % 16) * 4 + i holds in bit 2t the fifth bit of nibble vector t's low
 //          code and in bit 2t + 1 that of its high code (320 bytes per 32-block and panel).
-//   kQ4_0 / kQ4_1 / kIQ4_NL: Q4_K's nibble panels; per panel and 32-block the 16 rows' f16 d
-//          (Q4_1: then their f16 m): w = d * (code - 8), d * code + m, resp. d * kIq4nlValues[code].
+//   kQ4_0 / kQ4_1 / kIQ4_NL / kQ5_0 / kQ5_1: Q4_K's nibble panels (Q5_0 / Q5_1 with Q5_K's
+//          fifth-bit vector); per panel and 32-block the 16 rows' f16 d (Q4_1, Q5_1: then their f16
+//          m): w = d * (code - 8), d * code + m, d * kIq4nlValues[code], d * (code - 16), resp.
+//          d * code + m.
 //   kQ6_K: 16-row panels of 6-bit codes (0..63, w = d * sc * (code - 32)): per 32-block, four
 //          64-byte vectors of low nibbles arranged as Q4_K's, then two vectors of the high bits:
 //          vector h, byte (j % 16) * 4 + i holds the top 2 bits of the codes of nibble vectors
@@ -75,13 +77,19 @@ struct PackedWeights {
 
   // kQ4_K, kQ5_K, kQ4_0, kQ4_1 and kIQ4_NL nibble panels (q8_num_panels() of them), and the bytes of
   // one panel's 32-block (Q5_K: with its fifth-bit vector).
-  int64_t nibble_block_bytes() const { return type == WeightType::kQ5_K ? 320 : 256; }
+  int64_t nibble_block_bytes() const {
+    return type == WeightType::kQ5_K || type == WeightType::kQ5_0 || type == WeightType::kQ5_1
+               ? 320
+               : 256;
+  }
   const uint8_t* nibble_panel(int64_t p) const {
     return data.as<uint8_t>() + p * (n_in / 32) * nibble_block_bytes();
   }
-  // kQ4_0 / kQ4_1 / kIQ4_NL: d[16] (and Q4_1's m[16]) of panel p, 32-block `block`.
+  // kQ4_0 / kQ4_1 / kIQ4_NL / kQ5_0 / kQ5_1: d[16] (and Q4_1's, Q5_1's m[16]) of panel p,
+  // 32-block `block`.
   const uint16_t* q4_panel_scales(int64_t p, int64_t block) const {
-    const int64_t per_block = type == WeightType::kQ4_1 ? 2 * kQ8Panel : kQ8Panel;
+    const int64_t per_block =
+        type == WeightType::kQ4_1 || type == WeightType::kQ5_1 ? 2 * kQ8Panel : kQ8Panel;
     return scales.as<uint16_t>() + (p * (n_in / 32) + block) * per_block;
   }
   float q4_weight(int64_t j, int64_t k) const;

@@ -30,11 +30,10 @@ using testing::random_floats;
 
 // The types the row kernels (VNNI, bf16 slabs) read in their GGUF layout; the others are packed
 // into panels (packed_weights.h) and reach the tests through PackedLinear.
-constexpr WeightType kQuantTypes[] = {WeightType::kQ5_0, WeightType::kQ5_1, WeightType::kQ2_K,
-                                      WeightType::kQ3_K, WeightType::kIQ4_XS};
+constexpr WeightType kQuantTypes[] = {WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kIQ4_XS};
 constexpr WeightType kPanelTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
-                                      WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K,
-                                      WeightType::kIQ4_NL};
+                                      WeightType::kIQ4_NL, WeightType::kQ5_0, WeightType::kQ5_1,
+                                      WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
 
 std::vector<uint8_t> random_block_bytes(WeightType type, int64_t num_elements, uint32_t seed) {
   const WeightTypeInfo& info = weight_type_info(type);

@@ -1,4 +1,4 @@
-// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 and IQ4_NL weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
+// Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
 // without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
 // a ymm holds one quad (4 inputs) of 8 outputs; the 4 matching activation codes are broadcast. vpmaddubsw wants
 // unsigned × signed bytes and saturates at 16 bits, so the weights (stored w + 128) are made
@@ -306,14 +306,18 @@ void tile_q6_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w
   store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
 }
 
-// Q4_0 / Q4_1 / IQ4_NL panels: Q4_K's nibble loop with one d (and m) per row and 32-block;
+// Q4_0 / Q4_1 / IQ4_NL / Q5_0 / Q5_1 panels: Q4_K's nibble loop with one d (and m) per row and 32-block;
 // Q4_0's -8 offset starts each block's dot from -8 · Σ x_q. IQ4_NL's codebook values (vpshufb)
 // are signed: they go through the sign trick, each half widened on its own (2 · 127 · 127).
+// Q5_0 / Q5_1 add Q5_K's fifth bits (Q5_0's offset is -16).
 template <int R, WeightType kType>
-void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-                    int64_t j0, int num_cols) {
-  constexpr bool kMin = kType == WeightType::kQ4_1;
+void tile_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+                 int64_t j0, int num_cols) {
+  constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1;
   constexpr bool kLut = kType == WeightType::kIQ4_NL;
+  constexpr bool kFive = kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1;
+  constexpr int kOffset = kFive ? 16 : 8;
+  constexpr int64_t kBlockBytes = kFive ? 320 : 256;
   const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
   const __m256i table = _mm256_set_m128i(values, values);
   const int64_t panel = j0 / kQ8Panel;
@@ -326,10 +330,10 @@ void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeigh
     __m256i dot[R][2];
     for (int r = 0; r < R; ++r) {
       dot[r][0] = dot[r][1] = kMin || kLut ? _mm256_setzero_si256()
-                                           : _mm256_set1_epi32(-8 * xq.sum(r0 + r)[blk]);
+                                           : _mm256_set1_epi32(-kOffset * xq.sum(r0 + r)[blk]);
     }
     for (int t = 0; t < 4; ++t) {
-      const uint8_t* q = codes + (blk * 4 + t) * 64;
+      const uint8_t* q = codes + blk * kBlockBytes + t * 64;
       _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
       __m256i lo[2];
       __m256i hi[2];
@@ -340,6 +344,13 @@ void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeigh
         if constexpr (kLut) {
           lo[h] = _mm256_shuffle_epi8(table, lo[h]);
           hi[h] = _mm256_shuffle_epi8(table, hi[h]);
+        }
+        if constexpr (kFive) {
+          const __m256i fifth = _mm256_set1_epi8(0x10);
+          const __m256i bits = _mm256_load_si256(
+              reinterpret_cast<const __m256i*>(codes + blk * kBlockBytes + 256 + 32 * h));
+          lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(bit_to_4(bits, 2 * t), fifth));
+          hi[h] = _mm256_or_si256(hi[h], _mm256_and_si256(bit_to_4(bits, 2 * t + 1), fifth));
         }
       }
       for (int r = 0; r < R; ++r) {
@@ -356,7 +367,7 @@ void tile_q4_legacy(float* y, const Q8Activations& xq, const detail::PackedWeigh
             dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
             dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
           } else {
-            // Each pair sum is at most 2 · 15 · 127: the two halves still fit 16 bits added.
+            // A pair sum is at most 2 · 31 · 127 (Q5_*): two of them still fit 16 bits.
             const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
                                                _mm256_maddubs_epi16(hi[h], xb));
             dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
@@ -443,18 +454,24 @@ void gemm_q6_k(float* y, const float* x, int64_t m, const detail::PackedWeights&
   run_panels(y, x, m, w, scratch, tile_q6_k<1>, tile_q6_k<2>);
 }
 
-void gemm_q4_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                    void* scratch) {
+void gemm_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                 void* scratch) {
   switch (w.type) {
     case WeightType::kQ4_1:
-      return run_panels(y, x, m, w, scratch, tile_q4_legacy<1, WeightType::kQ4_1>,
-                        tile_q4_legacy<2, WeightType::kQ4_1>);
+      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ4_1>,
+                        tile_legacy<2, WeightType::kQ4_1>);
     case WeightType::kIQ4_NL:
-      return run_panels(y, x, m, w, scratch, tile_q4_legacy<1, WeightType::kIQ4_NL>,
-                        tile_q4_legacy<2, WeightType::kIQ4_NL>);
+      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kIQ4_NL>,
+                        tile_legacy<2, WeightType::kIQ4_NL>);
+    case WeightType::kQ5_0:
+      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ5_0>,
+                        tile_legacy<2, WeightType::kQ5_0>);
+    case WeightType::kQ5_1:
+      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ5_1>,
+                        tile_legacy<2, WeightType::kQ5_1>);
     default:
-      return run_panels(y, x, m, w, scratch, tile_q4_legacy<1, WeightType::kQ4_0>,
-                        tile_q4_legacy<2, WeightType::kQ4_0>);
+      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ4_0>,
+                        tile_legacy<2, WeightType::kQ4_0>);
   }
 }
 

@@ -1,4 +1,4 @@
-// GGML quantized weights without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_XS; the
+// GGML quantized weights without a panel layout (Q2_K, Q3_K, IQ4_XS; the
 // panel types run in gemm_panels_avx2.cc, dispatched from gemm_quant below) with AVX2 + FMA, for CPUs without AVX512-VNNI (AVX2-only laptops and desktops, AMD Zen 2/3,
 // AVX-512 CPUs without VNNI).
 //
@@ -111,15 +111,6 @@ __m256i nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
 }
 
-// 32 bits to 32 bytes: 0xFF where the bit is set.
-__m256i bytes_from_bits(uint32_t bits) {
-  const __m256i shuffle = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                            0x0101010101010101, 0x0000000000000000);
-  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuffle);
-  v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-  return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
-}
-
 __m256i iq4_signed(__m256i nib) {
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
   return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nib);
@@ -127,38 +118,6 @@ __m256i iq4_signed(__m256i nib) {
 
 // ---- Per type: units of 32 weights; State holds a group's decoded scales. ---------------------
 
-template <class Block>
-struct Blocks32 {
-  static constexpr int kGroupElems = 32;
-  static constexpr int kUnits = 1;
-  static constexpr bool kSigned = false;
-  struct State {};
-  static const Block* block(const detail::PackedWeights& w, int64_t j, int64_t g) {
-    return reinterpret_cast<const Block*>(w.data.as<uint8_t>() + j * w.row_bytes) + g;
-  }
-  static State load(const detail::PackedWeights&, int64_t, int64_t) { return {}; }
-};
-
-template <class Block>
-__m256i q5_codes(const Block* b) {
-  uint32_t qh;
-  std::memcpy(&qh, b->qh, 4);
-  return _mm256_or_si256(nibbles(b->qs),
-                         _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)));
-}
-struct Q5_0 : Blocks32<BlockQ5_0> {
-  static Unit unit(const State&, const detail::PackedWeights& w, int64_t j, int64_t g, int) {
-    const BlockQ5_0* b = block(w, j, g);
-    const float d = f16(&b->d);
-    return {q5_codes(b), _mm256_set1_ps(d), _mm256_set1_ps(-16.0f * d)};
-  }
-};
-struct Q5_1 : Blocks32<BlockQ5_1> {
-  static Unit unit(const State&, const detail::PackedWeights& w, int64_t j, int64_t g, int) {
-    const BlockQ5_1* b = block(w, j, g);
-    return {q5_codes(b), _mm256_set1_ps(f16(&b->d)), _mm256_set1_ps(f16(&b->m))};
-  }
-};
 template <class Block>
 struct Blocks256 {
   static constexpr int kGroupElems = kQK_K;
@@ -326,15 +285,14 @@ void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights
   }
   if (w.type == WeightType::kQ6_K) return gemm_q6_k(y, x, m, w, scratch);
   if (w.type == WeightType::kQ4_0 || w.type == WeightType::kQ4_1 ||
-      w.type == WeightType::kIQ4_NL) {
-    return gemm_q4_legacy(y, x, m, w, scratch);
+      w.type == WeightType::kIQ4_NL || w.type == WeightType::kQ5_0 ||
+      w.type == WeightType::kQ5_1) {
+    return gemm_legacy(y, x, m, w, scratch);
   }
   const QuantizedX xq{round_up(w.n_in, 64), static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_x_row(xq, r, x + r * w.n_in, w.n_in);
   switch (w.type) {
-    case WeightType::kQ5_0: return run<Q5_0>(y, xq, w, m);
-    case WeightType::kQ5_1: return run<Q5_1>(y, xq, w, m);
     case WeightType::kQ2_K: return run<Q2_K>(y, xq, w, m);
     case WeightType::kQ3_K: return run<Q3_K>(y, xq, w, m);
     case WeightType::kIQ4_XS: return run<IQ4_XS>(y, xq, w, m);

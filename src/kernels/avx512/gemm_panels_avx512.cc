@@ -1,4 +1,4 @@
-// Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1 and IQ4_NL weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
+// Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
 // every m.
 //
 // The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
@@ -277,13 +277,17 @@ struct Q45KPanelKernel {
   }
 };
 
-// Q4_0 / Q4_1 / IQ4_NL: Q4_K's nibble panels with one d (and m) per row and 32-block. Q4_0's -8
-// offset starts each block's dot from -8 · Σ x_q (exact); Q4_1 adds m · d_x · Σ x_q. IQ4_NL looks
-// its codes up (vpshufb) as codebook value + 128 and starts from -128 · Σ x_q, as Q8_0 does.
+// Q4_0 / Q4_1 / IQ4_NL / Q5_0 / Q5_1: Q4_K's nibble panels (Q5_*: with Q5_K's fifth bits) and one
+// d (and m) per row and 32-block. Q4_0's -8 (Q5_0's -16) offset starts each block's dot from
+// -8 · Σ x_q (exact); Q4_1 and Q5_1 add m · d_x · Σ x_q. IQ4_NL looks its codes up (vpshufb) as
+// codebook value + 128 and starts from -128 · Σ x_q, as Q8_0 does.
 template <WeightType kType>
-struct Q4LegacyPanelKernel {
-  static constexpr bool kMin = kType == WeightType::kQ4_1;
+struct LegacyPanelKernel {
+  static constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1;
   static constexpr bool kLut = kType == WeightType::kIQ4_NL;
+  static constexpr bool kFive = kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1;
+  static constexpr int kOffset = kLut ? 128 : kFive ? 16 : 8;
+  static constexpr int64_t kBlockBytes = kFive ? 320 : 256;
   float* y;
   Q8Activations xq;
   const detail::PackedWeights* w;
@@ -300,7 +304,6 @@ struct Q4LegacyPanelKernel {
     for (int i = 0; i < 16; ++i) lut[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
     const __m512i table =
         _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
-    constexpr int kOffset = kLut ? 128 : 8;
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -318,7 +321,7 @@ struct Q4LegacyPanelKernel {
       }
       #pragma GCC unroll 4
       for (int t = 0; t < 4; ++t) {
-        const int64_t offset = (blk * 4 + t) * 64;
+        const int64_t offset = blk * kBlockBytes + t * 64;
         __m512i lo[P];
         __m512i hi[P];
         #pragma GCC unroll 4
@@ -331,6 +334,12 @@ struct Q4LegacyPanelKernel {
           if constexpr (kLut) {
             lo[p] = _mm512_shuffle_epi8(table, lo[p]);
             hi[p] = _mm512_shuffle_epi8(table, hi[p]);
+          }
+          if constexpr (kFive) {
+            const __m512i fifth = _mm512_set1_epi8(0x10);
+            const __m512i bits = _mm512_load_si512(codes[p] + blk * kBlockBytes + 256);
+            lo[p] = _mm512_or_si512(lo[p], _mm512_and_si512(bit_to_4(bits, 2 * t), fifth));
+            hi[p] = _mm512_or_si512(hi[p], _mm512_and_si512(bit_to_4(bits, 2 * t + 1), fifth));
           }
         }
         #pragma GCC unroll 8
@@ -550,15 +559,15 @@ void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::Pack
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
-  if (w.type == WeightType::kQ4_1) {
-    const Q4LegacyPanelKernel<WeightType::kQ4_1> kernel{y, xq, &w};
+  const auto run = [&](auto kernel) {
     run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
-  } else if (w.type == WeightType::kIQ4_NL) {
-    const Q4LegacyPanelKernel<WeightType::kIQ4_NL> kernel{y, xq, &w};
-    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
-  } else {
-    const Q4LegacyPanelKernel<WeightType::kQ4_0> kernel{y, xq, &w};
-    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  };
+  switch (w.type) {
+    case WeightType::kQ4_1: return run(LegacyPanelKernel<WeightType::kQ4_1>{y, xq, &w});
+    case WeightType::kIQ4_NL: return run(LegacyPanelKernel<WeightType::kIQ4_NL>{y, xq, &w});
+    case WeightType::kQ5_0: return run(LegacyPanelKernel<WeightType::kQ5_0>{y, xq, &w});
+    case WeightType::kQ5_1: return run(LegacyPanelKernel<WeightType::kQ5_1>{y, xq, &w});
+    default: return run(LegacyPanelKernel<WeightType::kQ4_0>{y, xq, &w});
   }
 }
 

@@ -1,4 +1,4 @@
-// GGML quantized weights without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_XS) with
+// GGML quantized weights without a panel layout (Q2_K, Q3_K, IQ4_XS) with
 // AVX512-VNNI, read in their own GGUF layout.
 //
 // Small m (decode): activations are quantized per 32 values like GGML's Q8_0 (d = amax / 127)
@@ -177,8 +177,6 @@ void unpack_rows_bf16(uint16_t* out, const detail::PackedWeights& w, int64_t j0,
 template <class Fn>
 void dispatch_type(WeightType type, Fn&& fn) {
   switch (type) {
-    case WeightType::kQ5_0: return fn(quant::Q5_0{});
-    case WeightType::kQ5_1: return fn(quant::Q5_1{});
     case WeightType::kQ2_K: return fn(quant::Q2_K{});
     case WeightType::kQ3_K: return fn(quant::Q3_K{});
     case WeightType::kIQ4_XS: return fn(quant::IQ4_XS{});

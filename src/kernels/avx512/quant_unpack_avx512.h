@@ -1,18 +1,17 @@
 // Unpacking GGML quantized blocks into 64-weight units for the AVX-512 kernels (header-only,
 // include only from translation units compiled with the AVX-512 + VNNI flags).
 //
-// The quantized types without a panel layout (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_XS; the others
+// The quantized types without a panel layout (Q2_K, Q3_K, IQ4_XS; the others
 // are repacked at load, see packed_weights.h) are read in their own GGUF layout and unpacked
 // in registers into one common form, 64 consecutive weights at a time:
 //   w[e] = d[e / 4] * q[e] + m[e / 4]      e = 0..63 in row order
 // q: 64 unsigned bytes (the type's integer code, offset to be non-negative), d and m: one f32 per
 // 4 weights (the 16 int32 lanes of a VNNI dot product), holding the sub-block scale and offset.
-// Symmetric types put their zero point into m (Q5_0: m = -16 d); the IQ4 codebooks are looked up
+// Symmetric types put their zero point into m; the IQ4 codebooks are looked up
 // with vpshufb and offset by 128. A dot product with activations x ≈ dx * xq is then
 //   Σ w x = Σ_lanes d * dx * dpbusd(q, xq) + m * Σ_lane x.
 //
-// Types with 32-weight blocks form one unit from two consecutive blocks ("group" = 64 weights);
-// the K types and IQ4_XS form four units per 256-weight super-block ("group" = the super-block),
+// The K types and IQ4_XS form four units per 256-weight super-block ("group" = the super-block),
 // whose scales are decoded once per group into State.
 #pragma once
 
@@ -91,52 +90,6 @@ inline constexpr LaneIndexTables kLaneIndex = make_lane_index_tables();
 inline __m512i pair_index(int b) { return _mm512_load_si512(kLaneIndex.pairs[b]); }
 // Lane i takes element 4u + i / 4.
 inline __m512i quad_index(int u) { return _mm512_load_si512(kLaneIndex.quads[u]); }
-
-// ---- Types with 32-weight blocks: one unit = two blocks --------------------------------------
-
-template <class Block>
-struct LegacyBase {
-  static constexpr int kGroupElems = 64;
-  static constexpr int kUnits = 1;
-  static constexpr size_t kGroupBytes = 2 * sizeof(Block);
-  struct State {};
-  static State load(const uint8_t*, int64_t, bool) { return {}; }
-  // Blocks 2g and 2g + 1 (the second only when `full`).
-  static const Block* block_a(const uint8_t* row, int64_t g) {
-    return reinterpret_cast<const Block*>(row) + 2 * g;
-  }
-  static const Block* block_b(const uint8_t* row, int64_t g, bool full) {
-    return full ? block_a(row, g) + 1 : block_a(row, g);
-  }
-};
-
-template <class Block>
-__m512i q5_codes(const Block* a, const Block* b) {
-  uint32_t ha, hb;
-  std::memcpy(&ha, a->qh, 4);
-  std::memcpy(&hb, b->qh, 4);
-  const __mmask64 high = static_cast<__mmask64>(ha) | (static_cast<__mmask64>(hb) << 32);
-  return _mm512_or_si512(nibbles_2blocks(a->qs, b->qs),
-                         _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
-}
-
-struct Q5_0 : LegacyBase<BlockQ5_0> {
-  static Unit unit(const State&, const uint8_t* row, int64_t g, int, bool full) {
-    const BlockQ5_0* a = block_a(row, g);
-    const BlockQ5_0* b = block_b(row, g, full);
-    const __m512 d = halves(load_f16_scalar(&a->d), full ? load_f16_scalar(&b->d) : 0.0f);
-    return {q5_codes(a, b), d, _mm512_mul_ps(d, _mm512_set1_ps(-16.0f))};
-  }
-};
-
-struct Q5_1 : LegacyBase<BlockQ5_1> {
-  static Unit unit(const State&, const uint8_t* row, int64_t g, int, bool full) {
-    const BlockQ5_1* a = block_a(row, g);
-    const BlockQ5_1* b = block_b(row, g, full);
-    return {q5_codes(a, b), halves(load_f16_scalar(&a->d), full ? load_f16_scalar(&b->d) : 0.0f),
-            halves(load_f16_scalar(&a->m), full ? load_f16_scalar(&b->m) : 0.0f)};
-  }
-};
 
 // ---- Super-block types: four units per 256 weights -------------------------------------------
 
