@@ -139,23 +139,75 @@ void tile_q8_0(float* y, const Q8Activations& xq, const detail::PackedWeights& w
   store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
 }
 
-// Q4_K panels: one 32-byte load holds two quads of 8 outputs in its nibbles; codes 0..15 are
-// unsigned, so vpmaddubsw takes them directly. Per 32-input sub-block: d·sc·d_x times the dot,
-// plus -dmin·mn·d_x·Σx_q (see avx512/gemm_panels_avx512.cc).
 // Moves bit `bit` of every byte to bit 4 (other bits: garbage to be masked off).
 inline __m256i bit_to_4(__m256i v, int bit) {
   return bit <= 4 ? _mm256_slli_epi16(v, 4 - bit) : _mm256_srli_epi16(v, bit - 4);
 }
 
-// kFive: Q5_K, with the fifth bits from each 32-block's bit vector (packed_weights.h).
+// dot[r][h] += one 32-block of a nibble panel (4-bit codes, kFive: plus the fifth-bit vector at
+// byte 256, kLut: IQ4_NL's signed codebook values from `table`) against the block's 32
+// activation codes of rows r0..; h: the panel's two halves of 8 outputs. One 32-byte load holds
+// two quads of 8 outputs. Unsigned codes (up to 31) go to vpmaddubsw directly, two quads' pair sums
+// (2 · 31 · 127 each) still fitting 16 bits; the signed codebook values use the sign trick, each
+// quad widened on its own (2 · 127 · 127).
+template <int R, bool kFive, bool kLut>
+[[gnu::always_inline]] inline void dot_nibble_block(__m256i (&dot)[R][2], const uint8_t* block,
+                                                    const Q8Activations& xq, int64_t r0,
+                                                    int64_t blk, __m256i table) {
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int t = 0; t < 4; ++t) {
+    const uint8_t* q = block + t * 64;
+    _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
+    __m256i lo[2];
+    __m256i hi[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
+      lo[h] = _mm256_and_si256(v, nibble);
+      hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+      if constexpr (kLut) {
+        lo[h] = _mm256_shuffle_epi8(table, lo[h]);
+        hi[h] = _mm256_shuffle_epi8(table, hi[h]);
+      }
+      if constexpr (kFive) {
+        const __m256i fifth = _mm256_set1_epi8(0x10);
+        const __m256i bits =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(block + 256 + 32 * h));
+        lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(bit_to_4(bits, 2 * t), fifth));
+        hi[h] = _mm256_or_si256(hi[h], _mm256_and_si256(bit_to_4(bits, 2 * t + 1), fifth));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      int32_t quads[2];
+      std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + t * 8, sizeof(quads));
+      const __m256i xa = _mm256_set1_epi32(quads[0]);
+      const __m256i xb = _mm256_set1_epi32(quads[1]);
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (kLut) {
+          const __m256i pa = _mm256_maddubs_epi16(_mm256_sign_epi8(lo[h], lo[h]),
+                                                  _mm256_sign_epi8(xa, lo[h]));
+          const __m256i pb = _mm256_maddubs_epi16(_mm256_sign_epi8(hi[h], hi[h]),
+                                                  _mm256_sign_epi8(xb, hi[h]));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
+        } else {
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
+                                             _mm256_maddubs_epi16(hi[h], xb));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+        }
+      }
+    }
+  }
+}
+
+// Q4_K panels, codes 0..15, and Q5_K (kFive), 0..31. Per 32-input sub-block: d·sc·d_x times the
+// dot, plus -dmin·mn·d_x·Σx_q (see avx512/gemm_panels_avx512.cc).
 template <int R, bool kFive>
 void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
                 int64_t j0, int num_cols) {
   constexpr int64_t kBlockBytes = kFive ? 320 : 256;
   const int64_t panel = j0 / kQ8Panel;
   const uint8_t* codes = w.nibble_panel(panel);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < w.n_in / 256; ++g) {
@@ -171,36 +223,8 @@ void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& 
       const int64_t blk = g * 8 + sub;
       __m256i dot[R][2];
       for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-      for (int t = 0; t < 4; ++t) {
-        const uint8_t* q = codes + blk * kBlockBytes + t * 64;
-        _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
-        __m256i lo[2];
-        __m256i hi[2];
-        for (int h = 0; h < 2; ++h) {
-          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
-          lo[h] = _mm256_and_si256(v, nibble);
-          hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-          if constexpr (kFive) {
-            const __m256i fifth = _mm256_set1_epi8(0x10);
-            const __m256i bits = _mm256_load_si256(
-                reinterpret_cast<const __m256i*>(codes + blk * kBlockBytes + 256 + 32 * h));
-            lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(bit_to_4(bits, 2 * t), fifth));
-            hi[h] = _mm256_or_si256(hi[h], _mm256_and_si256(bit_to_4(bits, 2 * t + 1), fifth));
-          }
-        }
-        for (int r = 0; r < R; ++r) {
-          int32_t quads[2];
-          std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + t * 8, sizeof(quads));
-          const __m256i xa = _mm256_set1_epi32(quads[0]);
-          const __m256i xb = _mm256_set1_epi32(quads[1]);
-          for (int h = 0; h < 2; ++h) {
-            // A pair sum is at most 2 · 31 · 127 (Q5_K): two of them still fit 16 bits.
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
-                                               _mm256_maddubs_epi16(hi[h], xb));
-            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
-          }
-        }
-      }
+      dot_nibble_block<R, kFive, false>(dot, codes + blk * kBlockBytes, xq, r0, blk,
+                                        _mm256_setzero_si256());
       __m256 sc[2];
       __m256 mn[2];
       for (int h = 0; h < 2; ++h) {
@@ -322,8 +346,6 @@ void tile_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights&
   const __m256i table = _mm256_set_m128i(values, values);
   const int64_t panel = j0 / kQ8Panel;
   const uint8_t* codes = w.nibble_panel(panel);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t blk = 0; blk < w.n_in / 32; ++blk) {
@@ -332,49 +354,7 @@ void tile_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights&
       dot[r][0] = dot[r][1] = kMin || kLut ? _mm256_setzero_si256()
                                            : _mm256_set1_epi32(-kOffset * xq.sum(r0 + r)[blk]);
     }
-    for (int t = 0; t < 4; ++t) {
-      const uint8_t* q = codes + blk * kBlockBytes + t * 64;
-      _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
-      __m256i lo[2];
-      __m256i hi[2];
-      for (int h = 0; h < 2; ++h) {
-        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
-        lo[h] = _mm256_and_si256(v, nibble);
-        hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-        if constexpr (kLut) {
-          lo[h] = _mm256_shuffle_epi8(table, lo[h]);
-          hi[h] = _mm256_shuffle_epi8(table, hi[h]);
-        }
-        if constexpr (kFive) {
-          const __m256i fifth = _mm256_set1_epi8(0x10);
-          const __m256i bits = _mm256_load_si256(
-              reinterpret_cast<const __m256i*>(codes + blk * kBlockBytes + 256 + 32 * h));
-          lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(bit_to_4(bits, 2 * t), fifth));
-          hi[h] = _mm256_or_si256(hi[h], _mm256_and_si256(bit_to_4(bits, 2 * t + 1), fifth));
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        int32_t quads[2];
-        std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + t * 8, sizeof(quads));
-        const __m256i xa = _mm256_set1_epi32(quads[0]);
-        const __m256i xb = _mm256_set1_epi32(quads[1]);
-        for (int h = 0; h < 2; ++h) {
-          if constexpr (kLut) {
-            const __m256i pa = _mm256_maddubs_epi16(_mm256_sign_epi8(lo[h], lo[h]),
-                                                    _mm256_sign_epi8(xa, lo[h]));
-            const __m256i pb = _mm256_maddubs_epi16(_mm256_sign_epi8(hi[h], hi[h]),
-                                                    _mm256_sign_epi8(xb, hi[h]));
-            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
-            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
-          } else {
-            // A pair sum is at most 2 · 31 · 127 (Q5_*): two of them still fit 16 bits.
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
-                                               _mm256_maddubs_epi16(hi[h], xb));
-            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
-          }
-        }
-      }
-    }
+    dot_nibble_block<R, kFive, kLut>(dot, codes + blk * kBlockBytes, xq, r0, blk, table);
     const uint16_t* scales = w.q4_panel_scales(panel, blk);
     __m256 wd[2];
     __m256 wm[2];

@@ -154,6 +154,51 @@ inline __m512i bit_to_4(__m512i v, int bit) {
                   : _mm512_srli_epi16(v, static_cast<unsigned>(bit - 4));
 }
 
+// dot[r][p] += one 32-block of nibble panels (4-bit codes, kFive: plus the fifth-bit vector at
+// byte 256, kLut: codes looked up in `table`) against the block's 32 activation codes of rows
+// r0.. (packed_weights.h): per nibble vector, one load gives two quads of 16 outputs.
+template <int R, int P, bool kFive, bool kLut>
+[[gnu::always_inline]] inline void dot_nibble_block(__m512i (&dot)[R][P],
+                                                    const uint8_t* const (&blocks)[P],
+                                                    const Q8Activations& xq, int64_t r0,
+                                                    int64_t blk, __m512i table) {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  #pragma GCC unroll 4
+  for (int t = 0; t < 4; ++t) {
+    __m512i lo[P];
+    __m512i hi[P];
+    #pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const __m512i v = _mm512_load_si512(blocks[p] + t * 64);
+      _mm_prefetch(reinterpret_cast<const char*>(blocks[p] + t * 64) + kPrefetchBytes,
+                   _MM_HINT_T0);
+      lo[p] = _mm512_and_si512(v, nibble);
+      hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+      if constexpr (kLut) {
+        lo[p] = _mm512_shuffle_epi8(table, lo[p]);
+        hi[p] = _mm512_shuffle_epi8(table, hi[p]);
+      }
+      if constexpr (kFive) {
+        const __m512i fifth = _mm512_set1_epi8(0x10);
+        const __m512i bits = _mm512_load_si512(blocks[p] + 256);
+        lo[p] = _mm512_or_si512(lo[p], _mm512_and_si512(bit_to_4(bits, 2 * t), fifth));
+        hi[p] = _mm512_or_si512(hi[p], _mm512_and_si512(bit_to_4(bits, 2 * t + 1), fifth));
+      }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
+      const __m512i xa = _mm512_set1_epi32(load_quad(x));
+      const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
+      #pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
+        dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
+      }
+    }
+  }
+}
+
 // Q4_K (and Q5_K, kFive): the same tiles on 4-bit panels. One load gives two quads of 16 outputs
 // (low and high nibbles, codes 0..15, or 0..31 with Q5_K's fifth bits from the block's bit vector;
 // unsigned as vpdpbusd wants them: no offset). Per 32-input sub-block the int32 dot is scaled by
@@ -173,7 +218,6 @@ struct Q45KPanelKernel {
     const uint8_t* codes[P];
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
-    const __m512i nibble = _mm512_set1_epi8(0x0F);
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -200,37 +244,10 @@ struct Q45KPanelKernel {
           for (int p = 0; p < P; ++p) dot[r][p] = _mm512_setzero_si512();
         }
         constexpr int64_t kBlockBytes = kFive ? 320 : 256;
+        const uint8_t* blocks[P];
         #pragma GCC unroll 4
-        for (int t = 0; t < 4; ++t) {
-          const int64_t offset = blk * kBlockBytes + t * 64;
-          __m512i lo[P];
-          __m512i hi[P];
-          #pragma GCC unroll 4
-          for (int p = 0; p < P; ++p) {
-            const __m512i v = _mm512_load_si512(codes[p] + offset);
-            _mm_prefetch(reinterpret_cast<const char*>(codes[p] + offset) + kPrefetchBytes,
-                         _MM_HINT_T0);
-            lo[p] = _mm512_and_si512(v, nibble);
-            hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
-            if constexpr (kFive) {
-              const __m512i fifth = _mm512_set1_epi8(0x10);
-              const __m512i bits = _mm512_load_si512(codes[p] + blk * kBlockBytes + 256);
-              lo[p] = _mm512_or_si512(lo[p], _mm512_and_si512(bit_to_4(bits, 2 * t), fifth));
-              hi[p] = _mm512_or_si512(hi[p], _mm512_and_si512(bit_to_4(bits, 2 * t + 1), fifth));
-            }
-          }
-          #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) {
-            const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
-            const __m512i xa = _mm512_set1_epi32(load_quad(x));
-            const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
-            #pragma GCC unroll 4
-            for (int p = 0; p < P; ++p) {
-              dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
-              dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
-            }
-          }
-        }
+        for (int p = 0; p < P; ++p) blocks[p] = codes[p] + blk * kBlockBytes;
+        dot_nibble_block<R, P, kFive, false>(dot, blocks, xq, r0, blk, _mm512_setzero_si512());
         __m512 sc[P];
         __m512 mn[P];
         #pragma GCC unroll 4
@@ -299,7 +316,6 @@ struct LegacyPanelKernel {
     const uint8_t* codes[P];
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
-    const __m512i nibble = _mm512_set1_epi8(0x0F);
     alignas(16) uint8_t lut[16];
     for (int i = 0; i < 16; ++i) lut[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
     const __m512i table =
@@ -319,41 +335,10 @@ struct LegacyPanelKernel {
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) dot[r][p] = start;
       }
+      const uint8_t* blocks[P];
       #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        const int64_t offset = blk * kBlockBytes + t * 64;
-        __m512i lo[P];
-        __m512i hi[P];
-        #pragma GCC unroll 4
-        for (int p = 0; p < P; ++p) {
-          const __m512i v = _mm512_load_si512(codes[p] + offset);
-          _mm_prefetch(reinterpret_cast<const char*>(codes[p] + offset) + kPrefetchBytes,
-                       _MM_HINT_T0);
-          lo[p] = _mm512_and_si512(v, nibble);
-          hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
-          if constexpr (kLut) {
-            lo[p] = _mm512_shuffle_epi8(table, lo[p]);
-            hi[p] = _mm512_shuffle_epi8(table, hi[p]);
-          }
-          if constexpr (kFive) {
-            const __m512i fifth = _mm512_set1_epi8(0x10);
-            const __m512i bits = _mm512_load_si512(codes[p] + blk * kBlockBytes + 256);
-            lo[p] = _mm512_or_si512(lo[p], _mm512_and_si512(bit_to_4(bits, 2 * t), fifth));
-            hi[p] = _mm512_or_si512(hi[p], _mm512_and_si512(bit_to_4(bits, 2 * t + 1), fifth));
-          }
-        }
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
-          const __m512i xa = _mm512_set1_epi32(load_quad(x));
-          const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
-          #pragma GCC unroll 4
-          for (int p = 0; p < P; ++p) {
-            dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
-            dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
-          }
-        }
-      }
+      for (int p = 0; p < P; ++p) blocks[p] = codes[p] + blk * kBlockBytes;
+      dot_nibble_block<R, P, kFive, kLut>(dot, blocks, xq, r0, blk, table);
       __m512 wd[P];
       __m512 wm[P];
       #pragma GCC unroll 4
