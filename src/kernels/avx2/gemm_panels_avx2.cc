@@ -411,10 +411,6 @@ void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights
 
 }  // namespace
 
-size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in) {
-  return Q8Activations::scratch_bytes(m, n_in);
-}
-
 void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                void* scratch) {
   run_panels(y, x, m, w, scratch, tile_q8_0<1>, tile_q8_0<2>);

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "kernels/avx512/avx512_kernels.h"
@@ -298,6 +299,13 @@ struct Q45KPanelKernel {
 // d (and m) per row and 32-block. Q4_0's -8 (Q5_0's -16) offset starts each block's dot from
 // -8 · Σ x_q (exact); Q4_1 and Q5_1 add m · d_x · Σ x_q. IQ4_NL looks its codes up (vpshufb) as
 // codebook value + 128 and starts from -128 · Σ x_q, as Q8_0 does.
+// IQ4_NL's codebook + 128 (unsigned, for vpdpbusd), made once at compile time.
+alignas(16) constexpr std::array<uint8_t, 16> kIq4Offset128 = [] {
+  std::array<uint8_t, 16> table{};
+  for (int i = 0; i < 16; ++i) table[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  return table;
+}();
+
 template <WeightType kType>
 struct LegacyPanelKernel {
   static constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1;
@@ -316,10 +324,8 @@ struct LegacyPanelKernel {
     const uint8_t* codes[P];
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
-    alignas(16) uint8_t lut[16];
-    for (int i = 0; i < 16; ++i) lut[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
     const __m512i table =
-        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Offset128.data())));
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
