@@ -1,8 +1,6 @@
 #include <cstring>
-#include <vector>
 
 #include "common/half.h"
-#include "kernels/ref/ref_kernels.h"
 #include "kernels/packed_weights.h"
 #include "kernels/quant_types.h"
 
@@ -33,17 +31,21 @@ float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
   const int64_t lane = j % kQ8Panel;
   const int64_t sub = (k % 256) / 32;
   uint16_t d;
-  uint16_t dmin;
   std::memcpy(&d, scales + 2 * lane, 2);
-  std::memcpy(&dmin, scales + kQ4KDminOffset + 2 * lane, 2);
   const uint8_t* block = nibble_panel(j / kQ8Panel) + (k / 32) * nibble_block_bytes();
   const int64_t t = (k % 32) / 8;
   const uint8_t byte = block[t * 64 + lane * 4 + k % 4];
   int code = k % 8 < 4 ? (byte & 0xF) : (byte >> 4);
+  if (type == WeightType::kIQ4_XS) {
+    const auto sc = static_cast<int8_t>(scales[kIq4XsScOffset + sub * kQ8Panel + lane]);
+    return fp16_to_float(d) * static_cast<float>(sc) * static_cast<float>(kIq4nlValues[code]);
+  }
   if (type == WeightType::kQ5_K) {
     const int bit = static_cast<int>(2 * t + (k % 8 < 4 ? 0 : 1));
     code |= ((block[256 + lane * 4 + k % 4] >> bit) & 1) << 4;
   }
+  uint16_t dmin;
+  std::memcpy(&dmin, scales + kQ4KDminOffset + 2 * lane, 2);
   return fp16_to_float(d) * static_cast<float>(scales[kQ4KScOffset + sub * kQ8Panel + lane]) *
              static_cast<float>(code) -
          fp16_to_float(dmin) * static_cast<float>(scales[kQ4KMnOffset + sub * kQ8Panel + lane]);
@@ -69,20 +71,36 @@ float PackedWeights::q4_weight(int64_t j, int64_t k) const {
   return d * static_cast<float>(code - 8);
 }
 
-float PackedWeights::q6k_weight(int64_t j, int64_t k) const {
+float PackedWeights::k16_weight(int64_t j, int64_t k) const {
   const int64_t lane = j % kQ8Panel;
-  const uint8_t* scales = q6k_panel_scales(j / kQ8Panel, k / 256);
-  const uint8_t* block = q6k_panel(j / kQ8Panel) + (k / 32) * kQ6KPanelBlockBytes;
+  const uint8_t* scales = k16_panel_scales(j / kQ8Panel, k / 256);
+  const uint8_t* block = k16_panel(j / kQ8Panel) + (k / 32) * k16_block_bytes();
+  const int64_t byte = lane * 4 + k % 4;
+  const int64_t sub = (k % 256) / 16;
+  uint16_t d;
+  std::memcpy(&d, scales + 2 * lane, 2);
+  if (type != WeightType::kQ6_K) {
+    const int64_t h = (k % 32) / 16;
+    const int s = static_cast<int>((k % 16) / 4);
+    int code = (block[h * 64 + byte] >> (2 * s)) & 3;
+    if (type == WeightType::kQ2_K) {
+      uint16_t dmin;
+      std::memcpy(&dmin, scales + kQ2KDminOffset + 2 * lane, 2);
+      const uint8_t sm = scales[kQ2KScOffset + sub * kQ8Panel + lane];
+      return fp16_to_float(d) * static_cast<float>(sm & 0xF) * static_cast<float>(code) -
+             fp16_to_float(dmin) * static_cast<float>(sm >> 4);
+    }
+    code |= ((block[128 + byte] >> (4 * h + s)) & 1) << 2;  // Q3_K
+    const auto sc = static_cast<int8_t>(scales[kQ6KScOffset + sub * kQ8Panel + lane]);
+    return fp16_to_float(d) * static_cast<float>(sc) * static_cast<float>(code - 4);
+  }
   const int64_t t = (k % 32) / 8;  // nibble vector
   const bool high_nibble = k % 8 >= 4;
-  const int64_t byte = lane * 4 + k % 4;
   const uint8_t nibbles = block[t * 64 + byte];
   const uint8_t top = block[256 + (t / 2) * 64 + byte];
   const int shift = static_cast<int>(4 * (t % 2) + (high_nibble ? 2 : 0));
   const int code = (high_nibble ? nibbles >> 4 : nibbles & 0xF) | (((top >> shift) & 3) << 4);
-  uint16_t d;
-  std::memcpy(&d, scales + 2 * lane, 2);
-  const auto sc = static_cast<int8_t>(scales[kQ6KScOffset + ((k % 256) / 16) * kQ8Panel + lane]);
+  const auto sc = static_cast<int8_t>(scales[kQ6KScOffset + sub * kQ8Panel + lane]);
   return fp16_to_float(d) * static_cast<float>(sc) * static_cast<float>(code - 32);
 }
 
@@ -115,12 +133,15 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
         break;
       }
       case WeightType::kQ4_K:
-      case WeightType::kQ5_K: {
+      case WeightType::kQ5_K:
+      case WeightType::kIQ4_XS: {
         dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4k_weight(j, i); });
         break;
       }
-      case WeightType::kQ6_K: {
-        dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q6k_weight(j, i); });
+      case WeightType::kQ6_K:
+      case WeightType::kQ3_K:
+      case WeightType::kQ2_K: {
+        dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.k16_weight(j, i); });
         break;
       }
       case WeightType::kQ4_0:
@@ -129,14 +150,6 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
       case WeightType::kQ5_0:
       case WeightType::kQ5_1: {
         dot_rows(y, x, m, n_in, w.n_out, j, [&w, j](int64_t i) { return w.q4_weight(j, i); });
-        break;
-      }
-      default: {
-        // The other quantized types keep their GGML blocks; dequantize the row, then dot.
-        std::vector<float> row(static_cast<size_t>(n_in));  // (n_in)
-        ref::dequantize_row(row.data(), w.data.as<uint8_t>() + j * w.row_bytes, w.type, n_in);
-        const float* r = row.data();
-        dot_rows(y, x, m, n_in, w.n_out, j, [r](int64_t i) { return r[i]; });
         break;
       }
     }

@@ -45,9 +45,6 @@ int64_t max_small_m_q8_0() {
   return cpu::selected_isa() >= cpu::Isa::kAmx ? kMaxSmallMQ8Amx
                                                : std::numeric_limits<int64_t>::max();
 }
-// The quantized types without panels (Q2_K, Q3_K, IQ4_XS): VNNI up to this
-// m, bf16 slabs + oneDNN above (the split Q8_0's row kernel had, not re-measured for these).
-constexpr int64_t kMaxSmallMQuant = 16;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -57,10 +54,13 @@ bool is_legacy_panel_type(WeightType type) {
          type == WeightType::kQ5_0 || type == WeightType::kQ5_1;
 }
 
-// Types packed into 16-row panels for the int8 panel kernels at every m (besides Q8_0).
-bool has_panel_kernel(WeightType type) {
-  return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K ||
-         is_legacy_panel_type(type);
+// The K types (and IQ4_XS) packed into panels with 32-input sub-blocks (pack_q45_k) and with
+// 16-input ones (pack_k16).
+bool is_q45_k_panel_type(WeightType type) {
+  return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kIQ4_XS;
+}
+bool is_k16_panel_type(WeightType type) {
+  return type == WeightType::kQ6_K || type == WeightType::kQ3_K || type == WeightType::kQ2_K;
 }
 
 PackedWeights pack_rows(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
@@ -107,12 +107,13 @@ PackedWeights pack_q8_0(const void* w, int64_t n_out, int64_t n_in) {
   return p;
 }
 
-// Q4_K / Q5_K rows into 16-row panels (packed_weights.h): codes regrouped by 8 inputs (Q5_K's
-// fifth bits into their own vector per 32-block), the scales and mins of each sub-block unpacked
-// to bytes next to the panel's d and dmin.
+// Q4_K / Q5_K / IQ4_XS rows into 16-row nibble panels (packed_weights.h): codes regrouped by 8
+// inputs (Q5_K's fifth bits into their own vector per 32-block), the sub-block scales (and
+// mins) unpacked to a byte each next to the panel's d (and dmin).
 PackedWeights pack_q45_k(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
   using detail::kQ8Panel;
   const bool five = type == WeightType::kQ5_K;
+  const bool xs = type == WeightType::kIQ4_XS;
   PackedWeights p;
   p.type = type;
   p.n_out = n_out;
@@ -121,8 +122,9 @@ PackedWeights pack_q45_k(const void* w, WeightType type, int64_t n_out, int64_t 
   const int64_t num_panels = p.q8_num_panels();
   const int64_t num_blocks = n_in / kQK_K;
   const int64_t block32_bytes = p.nibble_block_bytes();
+  const int64_t scale_bytes = xs ? detail::kIq4XsPanelScaleBytes : detail::kQ4KPanelScaleBytes;
   p.data = AlignedBuffer(static_cast<size_t>(num_panels * (n_in / 32) * block32_bytes));
-  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * detail::kQ4KPanelScaleBytes));
+  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * scale_bytes));
   std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = dmin = 0, zero weights
   std::memset(p.scales.data(), 0, p.scales.size());
   const size_t block_bytes = weight_type_info(type).block_bytes;
@@ -133,24 +135,43 @@ PackedWeights pack_q45_k(const void* w, WeightType type, int64_t n_out, int64_t 
     for (int64_t g = 0; g < num_blocks; ++g) {
       const uint8_t* block =
           static_cast<const uint8_t*>(w) + (j * num_blocks + g) * static_cast<int64_t>(block_bytes);
-      // Q4_K and Q5_K share d, dmin and the packed scales at the front of the block.
-      const auto& head = *reinterpret_cast<const BlockQ4_K*>(block);
-      const uint8_t* qs = five ? reinterpret_cast<const BlockQ5_K*>(block)->qs : head.qs;
-      const uint8_t* qh = five ? reinterpret_cast<const BlockQ5_K*>(block)->qh : nullptr;
-      auto* scales = p.scales.as<uint8_t>() + (panel * num_blocks + g) * detail::kQ4KPanelScaleBytes;
-      std::memcpy(scales + 2 * lane, &head.d, 2);
-      std::memcpy(scales + detail::kQ4KDminOffset + 2 * lane, &head.dmin, 2);
-      for (int sub = 0; sub < 8; ++sub) {
-        k4_scale_min(sub, head.scales, &scales[detail::kQ4KScOffset + sub * kQ8Panel + lane],
-                     &scales[detail::kQ4KMnOffset + sub * kQ8Panel + lane]);
+      auto* scales = p.scales.as<uint8_t>() + (panel * num_blocks + g) * scale_bytes;
+      // All three start with the f16 d.
+      std::memcpy(scales + 2 * lane, block, 2);
+      const uint8_t* qs = nullptr;
+      const uint8_t* qh = nullptr;
+      if (xs) {
+        const auto& b = *reinterpret_cast<const BlockIQ4_XS*>(block);
+        qs = b.qs;
+        for (int sub = 0; sub < 8; ++sub) {
+          const int ls = ((b.scales_l[sub / 2] >> 4 * (sub % 2)) & 0xF) |
+                         (((b.scales_h >> 2 * sub) & 3) << 4);
+          scales[detail::kIq4XsScOffset + sub * kQ8Panel + lane] = static_cast<uint8_t>(ls - 32);
+        }
+      } else {
+        // Q4_K and Q5_K share d, dmin and the packed scales at the front of the block.
+        const auto& head = *reinterpret_cast<const BlockQ4_K*>(block);
+        qs = five ? reinterpret_cast<const BlockQ5_K*>(block)->qs : head.qs;
+        qh = five ? reinterpret_cast<const BlockQ5_K*>(block)->qh : nullptr;
+        std::memcpy(scales + detail::kQ4KDminOffset + 2 * lane, &head.dmin, 2);
+        for (int sub = 0; sub < 8; ++sub) {
+          k4_scale_min(sub, head.scales, &scales[detail::kQ4KScOffset + sub * kQ8Panel + lane],
+                       &scales[detail::kQ4KMnOffset + sub * kQ8Panel + lane]);
+        }
       }
       for (int i = 0; i < kQK_K; ++i) {
-        // GGML: 64-input chunks of 32 bytes, low nibbles first, then high nibbles; Q5_K's fifth
-        // bit of input i is bit (i / 32) of qh[i % 32].
-        const int chunk = i / 64;
-        const int within = i % 64;
-        const uint8_t byte = qs[chunk * 32 + within % 32];
-        const uint8_t code = within < 32 ? (byte & 0xF) : (byte >> 4);
+        // GGML K types: 64-input chunks of 32 bytes, low nibbles first, then high nibbles; Q5_K's
+        // fifth bit of input i is bit (i / 32) of qh[i % 32]. IQ4_XS: 16 bytes per 32 inputs,
+        // low nibbles first.
+        uint8_t code;
+        if (xs) {
+          const uint8_t byte = qs[(i / 32) * 16 + i % 16];
+          code = i % 32 < 16 ? (byte & 0xF) : (byte >> 4);
+        } else {
+          const int within = i % 64;
+          const uint8_t byte = qs[(i / 64) * 32 + within % 32];
+          code = within < 32 ? (byte & 0xF) : (byte >> 4);
+        }
         const int64_t k = g * kQK_K + i;
         uint8_t* block32 = codes + (k / 32) * block32_bytes;
         const int64_t t = (k % 32) / 8;
@@ -222,48 +243,95 @@ PackedWeights pack_legacy(const void* w, WeightType type, int64_t n_out, int64_t
   return p;
 }
 
-// Q6_K rows into 16-row panels (packed_weights.h).
-PackedWeights pack_q6_k(const void* w, int64_t n_out, int64_t n_in) {
+// Q6_K / Q3_K / Q2_K rows into 16-row panels of 16-input sub-blocks (packed_weights.h).
+PackedWeights pack_k16(const void* w, WeightType type, int64_t n_out, int64_t n_in) {
   using detail::kQ8Panel;
   PackedWeights p;
-  p.type = WeightType::kQ6_K;
+  p.type = type;
   p.n_out = n_out;
   p.n_in = n_in;
-  p.row_bytes = weight_row_bytes(WeightType::kQ6_K, n_in);
+  p.row_bytes = weight_row_bytes(type, n_in);
   const int64_t num_panels = p.q8_num_panels();
   const int64_t num_blocks = n_in / kQK_K;
-  p.data = AlignedBuffer(static_cast<size_t>(num_panels * (n_in / 32) * detail::kQ6KPanelBlockBytes));
-  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * detail::kQ6KPanelScaleBytes));
-  std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = 0
+  const int64_t block32_bytes = p.k16_block_bytes();
+  const int64_t scale_bytes =
+      type == WeightType::kQ2_K ? detail::kQ2KPanelScaleBytes : detail::kQ6KPanelScaleBytes;
+  p.data = AlignedBuffer(static_cast<size_t>(num_panels * (n_in / 32) * block32_bytes));
+  p.scales = AlignedBuffer(static_cast<size_t>(num_panels * num_blocks * scale_bytes));
+  std::memset(p.data.data(), 0, p.data.size());  // padding rows: d = dmin = 0
   std::memset(p.scales.data(), 0, p.scales.size());
-  const auto* blocks = static_cast<const BlockQ6_K*>(w);
+  const size_t block_bytes = weight_type_info(type).block_bytes;
   for (int64_t j = 0; j < n_out; ++j) {
     const int64_t panel = j / kQ8Panel;
     const int64_t lane = j % kQ8Panel;
     for (int64_t g = 0; g < num_blocks; ++g) {
-      const BlockQ6_K& block = blocks[j * num_blocks + g];
-      auto* scales = p.scales.as<uint8_t>() + (panel * num_blocks + g) * detail::kQ6KPanelScaleBytes;
-      std::memcpy(scales + 2 * lane, &block.d, 2);
-      for (int sub = 0; sub < 16; ++sub) {
-        scales[detail::kQ6KScOffset + sub * kQ8Panel + lane] = static_cast<uint8_t>(block.scales[sub]);
+      const uint8_t* src =
+          static_cast<const uint8_t*>(w) + (j * num_blocks + g) * static_cast<int64_t>(block_bytes);
+      auto* scales = p.scales.as<uint8_t>() + (panel * num_blocks + g) * scale_bytes;
+      int8_t q3_scales[16];
+      switch (type) {
+        case WeightType::kQ6_K: {
+          const auto& b = *reinterpret_cast<const BlockQ6_K*>(src);
+          std::memcpy(scales + 2 * lane, &b.d, 2);
+          for (int sub = 0; sub < 16; ++sub) {
+            scales[detail::kQ6KScOffset + sub * kQ8Panel + lane] = static_cast<uint8_t>(b.scales[sub]);
+          }
+          break;
+        }
+        case WeightType::kQ3_K: {
+          const auto& b = *reinterpret_cast<const BlockQ3_K*>(src);
+          std::memcpy(scales + 2 * lane, &b.d, 2);
+          q3_k_scales(b.scales, q3_scales);
+          for (int sub = 0; sub < 16; ++sub) {
+            scales[detail::kQ6KScOffset + sub * kQ8Panel + lane] =
+                static_cast<uint8_t>(q3_scales[sub] - 32);
+          }
+          break;
+        }
+        default: {
+          const auto& b = *reinterpret_cast<const BlockQ2_K*>(src);
+          std::memcpy(scales + 2 * lane, &b.d, 2);
+          std::memcpy(scales + detail::kQ2KDminOffset + 2 * lane, &b.dmin, 2);
+          for (int sub = 0; sub < 16; ++sub) {
+            scales[detail::kQ2KScOffset + sub * kQ8Panel + lane] = b.scales[sub];
+          }
+          break;
+        }
       }
       for (int e = 0; e < kQK_K; ++e) {
-        // GGML: 128-input halves; in each, 32 inputs per quarter from ql's nibbles and qh's bits.
+        // GGML: 128-input halves; in each, 32 inputs per quarter. Q6_K: the low 4 bits from
+        // ql's nibbles, the top 2 from qh; Q2_K / Q3_K: 2 bits from qs (bits 2 * quarter), Q3_K's
+        // third from bit 4 * half + quarter of hmask.
         const int half = e / 128;
         const int quarter = (e % 128) / 32;
         const int l = e % 32;
-        const uint8_t low_byte = block.ql[64 * half + l + (quarter % 2) * 32];
-        const int low = quarter < 2 ? (low_byte & 0xF) : (low_byte >> 4);
-        const int top = (block.qh[32 * half + l] >> (2 * quarter)) & 3;
         const int64_t k = g * kQK_K + e;
-        uint8_t* panel_block = p.data.as<uint8_t>() +
-                               (panel * (n_in / 32) + k / 32) * detail::kQ6KPanelBlockBytes;
-        const int64_t t = (k % 32) / 8;
-        const bool high_nibble = k % 8 >= 4;
+        uint8_t* dst = p.data.as<uint8_t>() + (panel * (n_in / 32) + k / 32) * block32_bytes;
         const int64_t byte = lane * 4 + k % 4;
-        panel_block[t * 64 + byte] |= static_cast<uint8_t>(high_nibble ? low << 4 : low);
-        const int shift = static_cast<int>(4 * (t % 2) + (high_nibble ? 2 : 0));
-        panel_block[256 + (t / 2) * 64 + byte] |= static_cast<uint8_t>(top << shift);
+        if (type == WeightType::kQ6_K) {
+          const auto& b = *reinterpret_cast<const BlockQ6_K*>(src);
+          const uint8_t low_byte = b.ql[64 * half + l + (quarter % 2) * 32];
+          const int low = quarter < 2 ? (low_byte & 0xF) : (low_byte >> 4);
+          const int top = (b.qh[32 * half + l] >> (2 * quarter)) & 3;
+          const int64_t t = (k % 32) / 8;
+          const bool high_nibble = k % 8 >= 4;
+          dst[t * 64 + byte] |= static_cast<uint8_t>(high_nibble ? low << 4 : low);
+          const int shift = static_cast<int>(4 * (t % 2) + (high_nibble ? 2 : 0));
+          dst[256 + (t / 2) * 64 + byte] |= static_cast<uint8_t>(top << shift);
+          continue;
+        }
+        const uint8_t* qs = type == WeightType::kQ3_K
+                                ? reinterpret_cast<const BlockQ3_K*>(src)->qs
+                                : reinterpret_cast<const BlockQ2_K*>(src)->qs;
+        const int code = (qs[32 * half + l] >> (2 * quarter)) & 3;
+        const int64_t h = (k % 32) / 16;
+        const int s = static_cast<int>((k % 16) / 4);
+        dst[h * 64 + byte] |= static_cast<uint8_t>(code << (2 * s));
+        if (type == WeightType::kQ3_K) {
+          const auto& b = *reinterpret_cast<const BlockQ3_K*>(src);
+          const int third = (b.hmask[l] >> (4 * half + quarter)) & 1;
+          dst[128 + byte] |= static_cast<uint8_t>(third << (4 * h + s));
+        }
       }
     }
   }
@@ -337,10 +405,9 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
   if (isa < cpu::Isa::kAvx2) {
     how = "scalar";
   } else if (isa < cpu::Isa::kAvx512) {
-    how = !weight_type_info(type).quantized ? "AVX2 FMA"
-          : type == WeightType::kQ8_0 || has_panel_kernel(type)
-              ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
-              : "AVX2 int8 dot products on activations quantized per 32";
+    how = !weight_type_info(type).quantized
+              ? "AVX2 FMA"
+              : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
   } else {
     const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
     switch (type) {
@@ -352,17 +419,6 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                                  isa >= cpu::Isa::kAmx ? " on AMX" : "", kMaxSmallMBf16)
                    : "AVX-512 FMA";
         break;
-      case WeightType::kQ4_K:
-      case WeightType::kQ5_K:
-      case WeightType::kQ6_K:
-      case WeightType::kQ4_0:
-      case WeightType::kQ4_1:
-      case WeightType::kIQ4_NL:
-      case WeightType::kQ5_0:
-      case WeightType::kQ5_1:
-        how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
-                   : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
-        break;
       case WeightType::kQ8_0:
         how = !bf16 ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
               : isa >= cpu::Isa::kAmx
@@ -371,15 +427,10 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                                 kMaxSmallMQ8Amx, kMaxSmallMQ8Amx)
                   : "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)";
         break;
-      default: {
-        const char* small = bf16 ? "AVX512-VNNI on activations quantized per 32"
-                                 : "AVX2 int8 dot products on activations quantized per 32";
-        how = bf16 ? fmt::format("{} (m <= {}), bf16 slabs + oneDNN{} (m > {})", small,
-                                 kMaxSmallMQuant, isa >= cpu::Isa::kAmx ? " on AMX" : "",
-                                 kMaxSmallMQuant)
-                   : small;
+      default:  // the other quantized types
+        how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
+                   : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
         break;
-      }
     }
   }
   return fmt::format("{}: {} [{}]", what, how, cpu::isa_name(isa));
@@ -406,10 +457,10 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
   Impl& impl = *out.impl_;
   if (target == type && type == WeightType::kQ8_0) {
     impl.weights = pack_q8_0(w, n_out, n_in);
-  } else if (target == type && (type == WeightType::kQ4_K || type == WeightType::kQ5_K)) {
+  } else if (target == type && is_q45_k_panel_type(type)) {
     impl.weights = pack_q45_k(w, type, n_out, n_in);
-  } else if (target == type && type == WeightType::kQ6_K) {
-    impl.weights = pack_q6_k(w, n_out, n_in);
+  } else if (target == type && is_k16_panel_type(type)) {
+    impl.weights = pack_k16(w, type, n_out, n_in);
   } else if (target == type && is_legacy_panel_type(type)) {
     impl.weights = pack_legacy(w, type, n_out, n_in);
   } else if (target == type) {
@@ -418,9 +469,9 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
     impl.weights = pack_converted(w, type, n_out, n_in, target);
   }
   const cpu::Isa isa = cpu::selected_isa();
-  // The panel types (has_panel_kernel) have no bf16 slab fill: their VNNI kernels run every m.
-  if (weight_type_info(target).quantized && !has_panel_kernel(target) &&
-      isa >= cpu::Isa::kAvx512Bf16) {
+  // Q8_0's bf16 slabs for large m on AMX; the other quantized types run the panel kernels at
+  // every m.
+  if (target == WeightType::kQ8_0 && isa >= cpu::Isa::kAmx) {
     try {
       impl.onednn_q8 = std::make_unique<detail::OnednnPlainBf16Matmul>();
     } catch (const std::exception& e) {
@@ -512,20 +563,8 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
       return m > max_small_m_q8_0() ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.n_in),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
                               : avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
-    case WeightType::kQ4_K:
-    case WeightType::kQ5_K:
-    case WeightType::kQ6_K:
-    case WeightType::kQ4_0:
-    case WeightType::kQ4_1:
-    case WeightType::kIQ4_NL:
-    case WeightType::kQ5_0:
-    case WeightType::kQ5_1: return avx512::gemm_q8_0_scratch_bytes(m, w.n_in);
     default:
-      if (!weight_type_info(w.type).quantized) return 0;
-      return std::max(avx512::gemm_quant_scratch_bytes(m, w.n_in),
-                      m > kMaxSmallMQuant
-                          ? avx512::gemm_quant_bf16_scratch_bytes(m, w.n_in, w.n_out)
-                          : size_t{0});
+      return weight_type_info(w.type).quantized ? avx512::gemm_q8_0_scratch_bytes(m, w.n_in) : 0;
   }
 }
 
@@ -603,32 +642,15 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
         avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
       }
       return;
-    case WeightType::kQ4_K:
-    case WeightType::kQ5_K:
-    case WeightType::kQ6_K:
-    case WeightType::kQ4_0:
-    case WeightType::kQ4_1:
-    case WeightType::kIQ4_NL:
-    case WeightType::kQ5_0:
-    case WeightType::kQ5_1:
-      if (has_bf16) {
-        switch (w.type) {
-          case WeightType::kQ4_K:
-          case WeightType::kQ5_K: avx512::gemm_q45_k_vnni(y, x, m, w, scratch); break;
-          case WeightType::kQ6_K: avx512::gemm_q6_k_vnni(y, x, m, w, scratch); break;
-          default: avx512::gemm_q4_legacy_vnni(y, x, m, w, scratch); break;
-        }
-      } else {
+    default:  // the other quantized types
+      if (!has_bf16) {
         avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
-      }
-      return;
-    default:
-      if (large_m_ok && has_bf16 && m > kMaxSmallMQuant && impl_->onednn_q8) {
-        avx512::gemm_quant_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
-      } else if (has_bf16) {
-        avx512::gemm_quant_vnni(y, x, m, w, scratch);
+      } else if (is_q45_k_panel_type(w.type)) {
+        avx512::gemm_q45_k_vnni(y, x, m, w, scratch);
+      } else if (is_k16_panel_type(w.type)) {
+        avx512::gemm_k16_vnni(y, x, m, w, scratch);
       } else {
-        avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
+        avx512::gemm_q4_legacy_vnni(y, x, m, w, scratch);
       }
       return;
   }

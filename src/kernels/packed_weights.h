@@ -2,8 +2,8 @@
 //
 // The layout does not depend on the ISA, so a PackedLinear packed under one ISA runs under any
 // other (tests switch ISAs with cpu::set_isa_override).
-//   kF32 / kF16 / kBF16 and the other quantized types: GGML rows, (n_out, n_in) row-major,
-//          copied as is (row_bytes each).
+//   kF32 / kF16 / kBF16: rows, (n_out, n_in) row-major (row_bytes each). Every quantized type
+//          is repacked into 16-row panels for the int8 kernels:
 //   kQ8_0: panels of 16 output rows (n_out rounded up to 16; the padding rows hold zero
 //          weights), the VNNI layout: in each panel, for each group of 4 inputs (a "quad"), the
 //          16 rows' 4 codes side by side, 64 bytes, so one 512-bit load feeds one vpdpbusd for
@@ -26,12 +26,24 @@
 //          fifth-bit vector); per panel and 32-block the 16 rows' f16 d (Q4_1, Q5_1: then their f16
 //          m): w = d * (code - 8), d * code + m, d * kIq4nlValues[code], d * (code - 16), resp.
 //          d * code + m.
+//   kIQ4_XS: IQ4_NL's nibble panels (codes index kIq4nlValues); per panel and 256-block
+//          (kIq4XsPanelScaleBytes): d[16] (f16), then the signed sub-block scales sc[8][16]
+//          (6-bit scale - 32, one byte each): w = d * sc * kIq4nlValues[code].
 //   kQ6_K: 16-row panels of 6-bit codes (0..63, w = d * sc * (code - 32)): per 32-block, four
 //          64-byte vectors of low nibbles arranged as Q4_K's, then two vectors of the high bits:
 //          vector h, byte (j % 16) * 4 + i holds the top 2 bits of the codes of nibble vectors
 //          2h (bits 0-1 low nibble's code, 2-3 high nibble's) and 2h + 1 (bits 4-5, 6-7).
 //          Per panel and 256-block (kQ6KPanelScaleBytes): d[16] (f16), then the signed scales
 //          of the 16-input sub-blocks, sc[16][16].
+//   kQ3_K / kQ2_K: 16-row panels of 2-bit codes: per 32-block, two 64-byte vectors, vector h
+//          for inputs 16h..16h + 15, whose byte (j % 16) * 4 + i holds in bits 2s, 2s + 1 the
+//          code of input 16h + 4s + i (one load and four shift / masks give four quads); Q3_K
+//          adds a vector whose bit 4h + s of the same byte is that input's third bit (192 bytes
+//          per 32-block; Q2_K 128). Q3_K: code 0..7, w = d * sc * (code - 4), with Q6_K's
+//          scales (d[16], signed sc[16][16]: 6-bit scale - 32). Q2_K: code 0..3, per panel and
+//          256-block (kQ2KPanelScaleBytes) d[16], dmin[16] (f16), then GGML's scale bytes
+//          s[16][16] (scale in the low, min in the high nibble): w = d * (s & 15) * code -
+//          dmin * (s >> 4).
 #pragma once
 
 #include <cstddef>
@@ -42,25 +54,35 @@
 
 namespace vellum::kernels::detail {
 
-// Panel height of the Q8_0 and Q4_K layouts (rows of W, i.e. outputs, per panel).
+// Panel height of every panel layout (rows of W, i.e. outputs, per panel).
 inline constexpr int64_t kQ8Panel = 16;
 // Bytes of Q4_K scales per panel and 256-block, and their offsets.
 inline constexpr int64_t kQ4KPanelScaleBytes = 320;
 inline constexpr int64_t kQ4KDminOffset = 32;
 inline constexpr int64_t kQ4KScOffset = 64;
 inline constexpr int64_t kQ4KMnOffset = 192;
-// Q6_K: bytes per panel and 32-block of codes; scales per panel and 256-block.
+// IQ4_XS: bytes of scales per panel and 256-block, and the offset of sc.
+inline constexpr int64_t kIq4XsPanelScaleBytes = 160;
+inline constexpr int64_t kIq4XsScOffset = 32;
+// Q6_K (and Q3_K, which shares its scale layout): bytes per panel and 32-block of codes; scales
+// per panel and 256-block.
 inline constexpr int64_t kQ6KPanelBlockBytes = 384;
+inline constexpr int64_t kQ3KPanelBlockBytes = 192;
+inline constexpr int64_t kQ2KPanelBlockBytes = 128;
 inline constexpr int64_t kQ6KPanelScaleBytes = 288;
 inline constexpr int64_t kQ6KScOffset = 32;
+// Q2_K: bytes of scales per panel and 256-block, and the offsets of dmin and the scale bytes.
+inline constexpr int64_t kQ2KPanelScaleBytes = 320;
+inline constexpr int64_t kQ2KDminOffset = 32;
+inline constexpr int64_t kQ2KScOffset = 64;
 
 struct PackedWeights {
   WeightType type = WeightType::kF32;
   int64_t n_out = 0;
   int64_t n_in = 0;
-  size_t row_bytes = 0;  // bytes of one row of `data` (kQ8_0: n_in codes)
-  AlignedBuffer data;    // rows, or kQ8_0 panels (see above)
-  AlignedBuffer scales;  // kQ8_0 only
+  size_t row_bytes = 0;  // bytes of one GGML row of this type (kQ8_0: n_in codes)
+  AlignedBuffer data;    // rows, or panels (see above)
+  AlignedBuffer scales;  // the panel layouts' scales (above)
 
   // kQ8_0 panels.
   int64_t q8_num_panels() const { return (n_out + kQ8Panel - 1) / kQ8Panel; }
@@ -75,8 +97,9 @@ struct PackedWeights {
     return q8_panel_scales(j / kQ8Panel)[block * kQ8Panel + j % kQ8Panel];
   }
 
-  // kQ4_K, kQ5_K, kQ4_0, kQ4_1 and kIQ4_NL nibble panels (q8_num_panels() of them), and the bytes of
-  // one panel's 32-block (Q5_K: with its fifth-bit vector).
+  // The nibble panels of kQ4_K, kQ5_K, kIQ4_XS, kQ4_0, kQ4_1, kIQ4_NL, kQ5_0 and kQ5_1
+  // (q8_num_panels() of them), and the bytes of one panel's 32-block (Q5_*: with the fifth-bit
+  // vector).
   int64_t nibble_block_bytes() const {
     return type == WeightType::kQ5_K || type == WeightType::kQ5_0 || type == WeightType::kQ5_1
                ? 320
@@ -93,26 +116,35 @@ struct PackedWeights {
     return scales.as<uint16_t>() + (p * (n_in / 32) + block) * per_block;
   }
   float q4_weight(int64_t j, int64_t k) const;
+  // kQ4_K / kQ5_K / kIQ4_XS: the scales of panel p, 256-block `block`.
   const uint8_t* q4k_panel_scales(int64_t p, int64_t block) const {
-    return scales.as<uint8_t>() + (p * (n_in / 256) + block) * kQ4KPanelScaleBytes;
+    const int64_t bytes =
+        type == WeightType::kIQ4_XS ? kIq4XsPanelScaleBytes : kQ4KPanelScaleBytes;
+    return scales.as<uint8_t>() + (p * (n_in / 256) + block) * bytes;
   }
-  // Weight (j, k) as GGML's dequantization computes it.
+  // Weight (j, k) as GGML's dequantization computes it (Q4_K, Q5_K, IQ4_XS).
   float q4k_weight(int64_t j, int64_t k) const;
 
-  // kQ6_K panels (q8_num_panels() of them).
-  const uint8_t* q6k_panel(int64_t p) const {
-    return data.as<uint8_t>() + p * (n_in / 32) * kQ6KPanelBlockBytes;
+  // kQ6_K, kQ3_K and kQ2_K panels of 16-input sub-blocks (q8_num_panels() of them).
+  int64_t k16_block_bytes() const {
+    return type == WeightType::kQ6_K   ? kQ6KPanelBlockBytes
+           : type == WeightType::kQ3_K ? kQ3KPanelBlockBytes
+                                       : kQ2KPanelBlockBytes;
   }
-  const uint8_t* q6k_panel_scales(int64_t p, int64_t block) const {
-    return scales.as<uint8_t>() + (p * (n_in / 256) + block) * kQ6KPanelScaleBytes;
+  const uint8_t* k16_panel(int64_t p) const {
+    return data.as<uint8_t>() + p * (n_in / 32) * k16_block_bytes();
   }
-  float q6k_weight(int64_t j, int64_t k) const;
+  const uint8_t* k16_panel_scales(int64_t p, int64_t block) const {
+    const int64_t bytes = type == WeightType::kQ2_K ? kQ2KPanelScaleBytes : kQ6KPanelScaleBytes;
+    return scales.as<uint8_t>() + (p * (n_in / 256) + block) * bytes;
+  }
+  float k16_weight(int64_t j, int64_t k) const;
 };
 
 // Activations quantized for the panel kernels (AVX-512 and AVX2), per row of n_in values (a
 // multiple of 32): xq int8 codes (n_in), and per 32-block the sum of the block's codes (int32;
 // for the Q8_0 weights' +128 offset and the Q4_K mins), d_x (f32), and the sum of the block's
-// first 16 codes (int32; Q6_K's 16-input sub-blocks).
+// first 16 codes (int32; the 16-input sub-blocks of Q2_K, Q3_K and Q6_K).
 struct Q8Activations {
   int64_t n_in;
   uint8_t* base;

@@ -1,9 +1,10 @@
 // The quantized GEMM kernels against exact references, tight enough to catch a wrong bit in the
 // unpacking of any type:
-// - the VNNI kernel quantizes activations per 32 values (d = amax / 127, round to nearest even),
-//   so it must equal Σ w · x̂ with x̂ those quantized activations, up to float summation order;
-// - the bf16 slab path rounds activations and dequantized weights to bf16 and multiplies with
-//   f32 accumulation.
+// - the int8 panel kernels (AVX512-VNNI, AVX2) quantize activations per 32 values (d = amax / 127,
+//   round to nearest even), so they must equal Σ w · x̂ with x̂ those quantized activations, up to
+//   float summation order;
+// - Q8_0's bf16 slab path (large m on AMX) rounds activations and dequantized weights to bf16 and
+//   multiplies with f32 accumulation.
 // Weights are random block bytes (every code, sub-scale and min pattern) with sane f16 scales.
 #include <gtest/gtest.h>
 
@@ -28,12 +29,12 @@ namespace {
 
 using testing::random_floats;
 
-// The types the row kernels (VNNI, bf16 slabs) read in their GGUF layout; the others are packed
-// into panels (packed_weights.h) and reach the tests through PackedLinear.
-constexpr WeightType kQuantTypes[] = {WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kIQ4_XS};
-constexpr WeightType kPanelTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
-                                      WeightType::kIQ4_NL, WeightType::kQ5_0, WeightType::kQ5_1,
-                                      WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
+// Every quantized type; each is packed into panels (packed_weights.h) and reaches the kernels
+// through PackedLinear.
+constexpr WeightType kQuantTypes[] = {
+    WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,  WeightType::kIQ4_NL,
+    WeightType::kQ5_0, WeightType::kQ5_1, WeightType::kQ2_K,  WeightType::kQ3_K,
+    WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K,  WeightType::kIQ4_XS};
 
 std::vector<uint8_t> random_block_bytes(WeightType type, int64_t num_elements, uint32_t seed) {
   const WeightTypeInfo& info = weight_type_info(type);
@@ -70,15 +71,27 @@ std::vector<uint8_t> random_block_bytes(WeightType type, int64_t num_elements, u
   return bytes;
 }
 
-detail::PackedWeights packed_rows(const std::vector<uint8_t>& bytes, WeightType type,
-                                  int64_t n_out, int64_t n_in) {
+// Q8_0 rows in PackedLinear's panel layout, written from packed_weights.h's formulas.
+detail::PackedWeights q8_0_panels(const std::vector<uint8_t>& bytes, int64_t n_out, int64_t n_in) {
   detail::PackedWeights w;
-  w.type = type;
+  w.type = WeightType::kQ8_0;
   w.n_out = n_out;
   w.n_in = n_in;
-  w.row_bytes = weight_row_bytes(type, n_in);
-  w.data = AlignedBuffer(bytes.size());
-  std::memcpy(w.data.data(), bytes.data(), bytes.size());
+  w.row_bytes = static_cast<size_t>(n_in);
+  const int64_t panels = w.q8_num_panels();
+  w.data = AlignedBuffer(static_cast<size_t>(panels * detail::kQ8Panel * n_in));
+  w.scales = AlignedBuffer(static_cast<size_t>(panels * detail::kQ8Panel * (n_in / 32)) * 2);
+  std::memset(w.data.data(), 128, w.data.size());
+  std::memset(w.scales.data(), 0, w.scales.size());
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(bytes.data());
+  for (int64_t j = 0; j < n_out; ++j) {
+    for (int64_t k = 0; k < n_in; ++k) {
+      const BlockQ8_0& b = blocks[j * (n_in / 32) + k / 32];
+      w.data.as<uint8_t>()[(j / 16) * 16 * n_in + (k / 4) * 64 + (j % 16) * 4 + k % 4] =
+          static_cast<uint8_t>(b.qs[k % 32] + 128);
+      w.scales.as<uint16_t>()[((j / 16) * (n_in / 32) + k / 32) * 16 + j % 16] = b.d;
+    }
+  }
   return w;
 }
 
@@ -120,47 +133,17 @@ std::vector<Shape> shapes_for(WeightType type) {
 
 bool has_vnni() { return cpu::detect_best_isa() >= cpu::Isa::kAvx512Bf16; }
 
-TEST(QuantGemm, VnniEqualsQuantizedActivationReference) {
-  if (!has_vnni()) GTEST_SKIP() << "no AVX512-VNNI/BF16 on this CPU";
-  uint32_t seed = 1;
+// y from PackedLinear with the ISA lowered to `isa` against Σ w · x̂ (x̂: x quantized per 32).
+void check_int8_kernels(cpu::Isa isa, uint32_t seed) {
   for (WeightType type : kQuantTypes) {
-    for (const Shape& s : shapes_for(type)) {
-      ++seed;
-      const auto bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
-      const detail::PackedWeights w = packed_rows(bytes, type, s.n_out, s.n_in);
-      const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
-      const auto xhat = quantize_dequantize(x, s.m, s.n_in);
-      std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
-      ref::matmul(expected.data(), xhat.data(), s.m, bytes.data(), type, s.n_out, s.n_in);
-      std::vector<float> y(expected.size());
-      AlignedBuffer scratch(avx512::gemm_quant_scratch_bytes(s.m, s.n_in));
-      avx512::gemm_quant_vnni(y.data(), x.data(), s.m, w, scratch.data());
-      const double err = testing::nmse(y.data(), expected.data(), expected.size());
-      const size_t worst = testing::worst_index(y.data(), expected.data(), expected.size());
-      EXPECT_LT(err, 1e-10) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out
-                            << " n_in=" << s.n_in << " worst " << y[worst] << " vs "
-                            << expected[worst];
-    }
-  }
-}
-
-// The AVX2 kernels: every quantized type, the panel types included (through PackedLinear::pack
-// with the ISA lowered to AVX2).
-TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
-  if (cpu::detect_best_isa() < cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
-  uint32_t seed = 500;
-  std::vector<WeightType> types(std::begin(kQuantTypes), std::end(kQuantTypes));
-  types.insert(types.end(), std::begin(kPanelTypes), std::end(kPanelTypes));
-  for (WeightType type : types) {
     for (const Shape& s : shapes_for(type)) {
       ++seed;
       std::vector<uint8_t> bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
       const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
-      // Every type quantizes the activations per 32 values (the K-type panels included).
       const auto xhat = quantize_dequantize(x, s.m, s.n_in, 32);
       std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
       ref::matmul(expected.data(), xhat.data(), s.m, bytes.data(), type, s.n_out, s.n_in);
-      testing::IsaScope scope(cpu::Isa::kAvx2);
+      testing::IsaScope scope(isa);
       const PackedLinear linear =
           PackedLinear::pack(bytes.data(), type, s.n_out, s.n_in, MatmulPrecision::kAuto);
       std::vector<float> y(expected.size());
@@ -175,38 +158,47 @@ TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
   }
 }
 
-TEST(QuantGemm, Bf16SlabsMatchBf16Reference) {
+TEST(QuantGemm, VnniEqualsQuantizedActivationReference) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512-VNNI/BF16 on this CPU";
+  check_int8_kernels(cpu::Isa::kAvx512Bf16, 1);
+}
+
+TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
+  if (cpu::detect_best_isa() < cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  check_int8_kernels(cpu::Isa::kAvx2, 500);
+}
+
+TEST(QuantGemm, Q8_0Bf16SlabsMatchBf16Reference) {
   // oneDNN's bf16 matmul is limited to the selected ISA (VELLUM_ISA may lower it).
   if (cpu::selected_isa() < cpu::Isa::kAvx512Bf16) {
     GTEST_SKIP() << "AVX512-BF16 not selected (" << cpu::isa_name(cpu::selected_isa()) << ")";
   }
   detail::OnednnPlainBf16Matmul onednn;
   uint32_t seed = 100;
-  for (WeightType type : kQuantTypes) {
-    for (const Shape& s : shapes_for(type)) {
-      ++seed;
-      const auto bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
-      const detail::PackedWeights w = packed_rows(bytes, type, s.n_out, s.n_in);
-      const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
-      // Reference: bf16-rounded activations times bf16-rounded dequantized weights.
-      std::vector<float> xb(x.size());
-      for (size_t i = 0; i < x.size(); ++i) xb[i] = bf16_to_float(float_to_bf16(x[i]));
-      std::vector<float> wf(static_cast<size_t>(s.n_out * s.n_in));
-      for (int64_t j = 0; j < s.n_out; ++j) {
-        ref::dequantize_row(wf.data() + j * s.n_in, bytes.data() + j * w.row_bytes, type, s.n_in);
-      }
-      for (float& v : wf) v = bf16_to_float(float_to_bf16(v));
-      std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
-      ref::matmul(expected.data(), xb.data(), s.m, wf.data(), WeightType::kF32, s.n_out, s.n_in);
-      std::vector<float> y(expected.size());
-      AlignedBuffer scratch(avx512::gemm_quant_bf16_scratch_bytes(s.m, s.n_in, s.n_out));
-      avx512::gemm_quant_bf16(y.data(), x.data(), s.m, w, onednn, scratch.data());
-      const double err = testing::nmse(y.data(), expected.data(), expected.size());
-      // Rare double roundings (fused multiply-add before the bf16 rounding) move a weight by one
-      // bf16 ulp; anything structural is orders of magnitude above this.
-      EXPECT_LT(err, 1e-7) << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out
-                           << " n_in=" << s.n_in;
+  const WeightType type = WeightType::kQ8_0;
+  for (const Shape& s : shapes_for(type)) {
+    ++seed;
+    const auto bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
+    const detail::PackedWeights w = q8_0_panels(bytes, s.n_out, s.n_in);
+    const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
+    // Reference: bf16-rounded activations times bf16-rounded dequantized weights.
+    std::vector<float> xb(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = bf16_to_float(float_to_bf16(x[i]));
+    std::vector<float> wf(static_cast<size_t>(s.n_out * s.n_in));
+    const size_t row_bytes = weight_row_bytes(type, s.n_in);
+    for (int64_t j = 0; j < s.n_out; ++j) {
+      ref::dequantize_row(wf.data() + j * s.n_in, bytes.data() + j * row_bytes, type, s.n_in);
     }
+    for (float& v : wf) v = bf16_to_float(float_to_bf16(v));
+    std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
+    ref::matmul(expected.data(), xb.data(), s.m, wf.data(), WeightType::kF32, s.n_out, s.n_in);
+    std::vector<float> y(expected.size());
+    AlignedBuffer scratch(avx512::gemm_q8_0_bf16_scratch_bytes(s.m, s.n_in, s.n_out));
+    avx512::gemm_q8_0_bf16(y.data(), x.data(), s.m, w, onednn, scratch.data());
+    const double err = testing::nmse(y.data(), expected.data(), expected.size());
+    // Rare double roundings (fused multiply-add before the bf16 rounding) move a weight by one
+    // bf16 ulp; anything structural is orders of magnitude above this.
+    EXPECT_LT(err, 1e-7) << "m=" << s.m << " n_out=" << s.n_out << " n_in=" << s.n_in;
   }
 }
 

@@ -9,17 +9,17 @@
 
 namespace vellum::kernels::avx2 {
 
-// y (m, n_out) = x (m, n_in) · Wᵀ for every quantized type (Q8_0 in PackedLinear's repacked
-// layout, the others in their GGML rows); x is quantized per 32 values into scratch.
+// y (m, n_out) = x (m, n_in) · Wᵀ for every quantized type, on PackedLinear's panel layouts; x is
+// quantized per 32 values into scratch
+// (detail::Q8Activations::scratch_bytes).
 void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch);
-size_t gemm_quant_scratch_bytes(int64_t m, int64_t n_in);
-// Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K on their panel layouts
-// (gemm_panels_avx2.cc); scratch: detail::Q8Activations::scratch_bytes.
+// Each type's panel kernel (gemm_panels_avx2.cc); scratch: detail::Q8Activations::scratch_bytes.
 void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights& w, void* scratch);
 void gemm_q45_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                void* scratch);  // Q4_K and Q5_K
-void gemm_q6_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w, void* scratch);
+                void* scratch);  // Q4_K, Q5_K and IQ4_XS
+void gemm_k16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+              void* scratch);  // Q6_K, Q3_K and Q2_K
 void gemm_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                  void* scratch);  // Q4_0, Q4_1, IQ4_NL, Q5_0 and Q5_1
 

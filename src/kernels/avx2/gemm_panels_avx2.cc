@@ -1,5 +1,5 @@
-// Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights on PackedLinear's panel layouts (packed_weights.h) with AVX2, for CPUs
-// without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
+// Every quantized weight type on PackedLinear's panel layouts (packed_weights.h) with AVX2, for
+// CPUs without AVX512-VNNI: the scheme of avx512/gemm_panels_avx512.cc on 256-bit vectors. For Q8_0,
 // a ymm holds one quad (4 inputs) of 8 outputs; the 4 matching activation codes are broadcast. vpmaddubsw wants
 // unsigned × signed bytes and saturates at 16 bits, so the weights (stored w + 128) are made
 // signed again and multiplied through the sign trick, |w| · sign(x, w): |w| <= 128 and
@@ -200,12 +200,22 @@ template <int R, bool kFive, bool kLut>
   }
 }
 
-// Q4_K panels, codes 0..15, and Q5_K (kFive), 0..31. Per 32-input sub-block: d·sc·d_x times the
-// dot, plus -dmin·mn·d_x·Σx_q (see avx512/gemm_panels_avx512.cc).
-template <int R, bool kFive>
+// IQ4_NL's (and IQ4_XS's) signed codebook in both 128-bit lanes, for vpshufb.
+__m256i iq4_table() {
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  return _mm256_set_m128i(values, values);
+}
+
+// Q4_K panels, codes 0..15, Q5_K (kFive), 0..31, and IQ4_XS (kXs: signed codebook values, signed
+// scales, no mins). Per 32-input sub-block: d·sc·d_x times the dot, plus -dmin·mn·d_x·Σx_q (see
+// avx512/gemm_panels_avx512.cc).
+template <int R, WeightType kType>
 void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
                 int64_t j0, int num_cols) {
+  constexpr bool kFive = kType == WeightType::kQ5_K;
+  constexpr bool kXs = kType == WeightType::kIQ4_XS;
   constexpr int64_t kBlockBytes = kFive ? 320 : 256;
+  const __m256i table = iq4_table();
   const int64_t panel = j0 / kQ8Panel;
   const uint8_t* codes = w.nibble_panel(panel);
   __m256 acc[R][2];
@@ -216,26 +226,34 @@ void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& 
     __m256 dmin[2];
     for (int h = 0; h < 2; ++h) {
       d[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-      dmin[h] = _mm256_cvtph_ps(_mm_load_si128(
-          reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
+      if constexpr (!kXs) {
+        dmin[h] = _mm256_cvtph_ps(_mm_load_si128(
+            reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
+      }
     }
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t blk = g * 8 + sub;
       __m256i dot[R][2];
       for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-      dot_nibble_block<R, kFive, false>(dot, codes + blk * kBlockBytes, xq, r0, blk,
-                                        _mm256_setzero_si256());
+      dot_nibble_block<R, kFive, kXs>(dot, codes + blk * kBlockBytes, xq, r0, blk, table);
       __m256 sc[2];
       __m256 mn[2];
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* s8 = scales + detail::kQ4KScOffset + sub * kQ8Panel + 8 * h;
-        const uint8_t* m8 = scales + detail::kQ4KMnOffset + sub * kQ8Panel + 8 * h;
-        sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
-                              d[h]);
-        mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m8)))),
-                              dmin[h]);
+        if constexpr (kXs) {
+          const uint8_t* s8 = scales + detail::kIq4XsScOffset + sub * kQ8Panel + 8 * h;
+          sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
+                                d[h]);
+        } else {
+          const uint8_t* s8 = scales + detail::kQ4KScOffset + sub * kQ8Panel + 8 * h;
+          const uint8_t* m8 = scales + detail::kQ4KMnOffset + sub * kQ8Panel + 8 * h;
+          sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
+                                d[h]);
+          mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m8)))),
+                                dmin[h]);
+        }
       }
       for (int r = 0; r < R; ++r) {
         const float dx = xq.xd(r0 + r)[blk];
@@ -244,7 +262,7 @@ void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& 
         for (int h = 0; h < 2; ++h) {
           acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(sc[h], vdx),
                                       acc[r][h]);
-          acc[r][h] = _mm256_fmadd_ps(mn[h], vmin, acc[r][h]);
+          if constexpr (!kXs) acc[r][h] = _mm256_fmadd_ps(mn[h], vmin, acc[r][h]);
         }
       }
     }
@@ -252,76 +270,127 @@ void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& 
   store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
 }
 
-// Q6_K panels: 6-bit codes from a nibble vector and a high-bit vector, each 16-input dot started
-// from -32 · Σ x_q of its inputs (see avx512/gemm_panels_avx512.cc). Codes up to 63: a pair sum
-// of vpmaddubsw is at most 2 · 63 · 127, so the two nibble halves are widened separately.
-template <int R>
-void tile_q6_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-               int64_t j0, int num_cols) {
+// The two quads of 8 outputs (half h of the panel's 16) for inputs 16·half + 8·pair .. + 7 of a
+// 32-block of Q6_K, Q3_K or Q2_K panels, as unsigned codes (see avx512/gemm_panels_avx512.cc).
+template <WeightType kType>
+[[gnu::always_inline]] inline void k16_quads(const uint8_t* block, int half, int pair, int h,
+                                             __m256i& qa, __m256i& qb) {
+  const auto load = [block, h](int64_t offset) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(block + offset + 32 * h));
+  };
+  if constexpr (kType == WeightType::kQ6_K) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i top = _mm256_set1_epi8(0x30);
+    const __m256i v = load((2 * half + pair) * 64);
+    const __m256i hb = load(256 + half * 64);
+    const __m256i h_lo = pair == 0 ? _mm256_slli_epi16(hb, 4) : hb;
+    const __m256i h_hi = pair == 0 ? _mm256_slli_epi16(hb, 2) : _mm256_srli_epi16(hb, 2);
+    qa = _mm256_or_si256(_mm256_and_si256(v, nibble), _mm256_and_si256(h_lo, top));
+    qb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibble),
+                         _mm256_and_si256(h_hi, top));
+  } else {
+    const __m256i two = _mm256_set1_epi8(0x03);
+    const __m256i v = load(half * 64);
+    const int s = 2 * pair;
+    qa = _mm256_and_si256(_mm256_srli_epi16(v, 2 * s), two);
+    qb = _mm256_and_si256(_mm256_srli_epi16(v, 2 * s + 2), two);
+    if constexpr (kType == WeightType::kQ3_K) {
+      const __m256i third = _mm256_set1_epi8(0x04);
+      const __m256i hb = load(128);
+      const int bit = 4 * half + s;
+      const __m256i ha = bit >= 2 ? _mm256_srli_epi16(hb, bit - 2) : _mm256_slli_epi16(hb, 2 - bit);
+      const __m256i hc = bit >= 1 ? _mm256_srli_epi16(hb, bit - 1) : _mm256_slli_epi16(hb, 1);
+      qa = _mm256_or_si256(qa, _mm256_and_si256(ha, third));
+      qb = _mm256_or_si256(qb, _mm256_and_si256(hc, third));
+    }
+  }
+}
+
+// Q6_K, Q3_K and Q2_K panels: 16-input sub-blocks, each dot started from -offset · Σ x_q of its
+// inputs (Q6_K 32, Q3_K 4), Q2_K with its per-sub-block min term (see
+// avx512/gemm_panels_avx512.cc). Q6_K's codes reach 63: a vpmaddubsw pair sum is at most
+// 2 · 63 · 127, so its two quads are widened separately; Q3_K's and Q2_K's (up to 7) add first.
+template <int R, WeightType kType>
+void tile_k16(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+              int64_t j0, int num_cols) {
+  constexpr int kOffset = kType == WeightType::kQ6_K ? 32 : kType == WeightType::kQ3_K ? 4 : 0;
+  constexpr bool kMin = kType == WeightType::kQ2_K;
+  const int64_t block_bytes = w.k16_block_bytes();
   const int64_t panel = j0 / kQ8Panel;
-  const uint8_t* codes = w.q6k_panel(panel);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i top = _mm256_set1_epi8(0x30);
+  const uint8_t* codes = w.k16_panel(panel);
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < w.n_in / 256; ++g) {
-    const uint8_t* scales = w.q6k_panel_scales(panel, g);
+    const uint8_t* scales = w.k16_panel_scales(panel, g);
     __m256 d[2];
+    __m256 dmin[2];
     for (int h = 0; h < 2; ++h) {
       d[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+      if constexpr (kMin) {
+        dmin[h] = _mm256_cvtph_ps(_mm_load_si128(
+            reinterpret_cast<const __m128i*>(scales + detail::kQ2KDminOffset + 16 * h)));
+      }
     }
     for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
-      const uint8_t* block = codes + blk * detail::kQ6KPanelBlockBytes;
-      for (int line = 0; line < 6; ++line) {
+      const uint8_t* block = codes + blk * block_bytes;
+      for (int64_t line = 0; line < block_bytes / 64; ++line) {
         _mm_prefetch(reinterpret_cast<const char*>(block) + 2048 + line * 64, _MM_HINT_T0);
       }
       for (int half = 0; half < 2; ++half) {
+        int32_t sum16[R];
         __m256i dot[R][2];
         for (int r = 0; r < R; ++r) {
           const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
-          const int32_t sum16 = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
-          dot[r][0] = dot[r][1] = _mm256_set1_epi32(-32 * sum16);
+          sum16[r] = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
+          dot[r][0] = dot[r][1] = _mm256_set1_epi32(-kOffset * sum16[r]);
         }
-        for (int odd = 0; odd < 2; ++odd) {
-          const int t = 2 * half + odd;
-          __m256i lo[2];
-          __m256i hi[2];
-          for (int h = 0; h < 2; ++h) {
-            const __m256i v =
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(block + t * 64 + 32 * h));
-            const __m256i hb = _mm256_load_si256(
-                reinterpret_cast<const __m256i*>(block + 256 + half * 64 + 32 * h));
-            const __m256i h_lo = odd == 0 ? _mm256_slli_epi16(hb, 4) : hb;
-            const __m256i h_hi = odd == 0 ? _mm256_slli_epi16(hb, 2) : _mm256_srli_epi16(hb, 2);
-            lo[h] = _mm256_or_si256(_mm256_and_si256(v, nibble), _mm256_and_si256(h_lo, top));
-            hi[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibble),
-                                    _mm256_and_si256(h_hi, top));
-          }
+        for (int pair = 0; pair < 2; ++pair) {
+          __m256i qa[2];
+          __m256i qb[2];
+          for (int h = 0; h < 2; ++h) k16_quads<kType>(block, half, pair, h, qa[h], qb[h]);
           for (int r = 0; r < R; ++r) {
             int32_t quads[2];
-            std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + t * 8, sizeof(quads));
+            std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + half * 16 + pair * 8, sizeof(quads));
             const __m256i xa = _mm256_set1_epi32(quads[0]);
             const __m256i xb = _mm256_set1_epi32(quads[1]);
             for (int h = 0; h < 2; ++h) {
-              dot[r][h] = _mm256_add_epi32(
-                  dot[r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(lo[h], xa), ones16));
-              dot[r][h] = _mm256_add_epi32(
-                  dot[r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(hi[h], xb), ones16));
+              const __m256i pa = _mm256_maddubs_epi16(qa[h], xa);
+              const __m256i pb = _mm256_maddubs_epi16(qb[h], xb);
+              if constexpr (kType == WeightType::kQ6_K) {
+                dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
+                dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
+              } else {
+                dot[r][h] = _mm256_add_epi32(
+                    dot[r][h], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), ones16));
+              }
             }
           }
         }
         const int64_t sub = (blk % 8) * 2 + half;
         for (int h = 0; h < 2; ++h) {
-          const uint8_t* s8 = scales + detail::kQ6KScOffset + sub * kQ8Panel + 8 * h;
-          const __m256 sc = _mm256_mul_ps(
-              _mm256_cvtepi32_ps(
-                  _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
-              d[h]);
+          __m256 sc;
+          __m256 mn = _mm256_setzero_ps();
+          if constexpr (kMin) {
+            const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
+                scales + detail::kQ2KScOffset + sub * kQ8Panel + 8 * h)));
+            sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(s, _mm256_set1_epi32(0xF))),
+                               d[h]);
+            mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(s, 4)), dmin[h]);
+          } else {
+            sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                   reinterpret_cast<const __m128i*>(
+                                       scales + detail::kQ6KScOffset + sub * kQ8Panel + 8 * h)))),
+                               d[h]);
+          }
           for (int r = 0; r < R; ++r) {
-            const __m256 vdx = _mm256_set1_ps(xq.xd(r0 + r)[blk]);
-            acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(sc, vdx),
-                                        acc[r][h]);
+            const float dx = xq.xd(r0 + r)[blk];
+            acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
+                                        _mm256_mul_ps(sc, _mm256_set1_ps(dx)), acc[r][h]);
+            if constexpr (kMin) {
+              acc[r][h] = _mm256_fmadd_ps(
+                  mn, _mm256_set1_ps(-dx * static_cast<float>(sum16[r])), acc[r][h]);
+            }
           }
         }
       }
@@ -342,8 +411,7 @@ void tile_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights&
   constexpr bool kFive = kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1;
   constexpr int kOffset = kFive ? 16 : 8;
   constexpr int64_t kBlockBytes = kFive ? 320 : 256;
-  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-  const __m256i table = _mm256_set_m128i(values, values);
+  const __m256i table = iq4_table();
   const int64_t panel = j0 / kQ8Panel;
   const uint8_t* codes = w.nibble_panel(panel);
   __m256 acc[R][2];
@@ -418,16 +486,32 @@ void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights&
 
 void gemm_q45_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
-  if (w.type == WeightType::kQ5_K) {
-    run_panels(y, x, m, w, scratch, tile_q45_k<1, true>, tile_q45_k<2, true>);
-  } else {
-    run_panels(y, x, m, w, scratch, tile_q45_k<1, false>, tile_q45_k<2, false>);
+  switch (w.type) {
+    case WeightType::kQ5_K:
+      return run_panels(y, x, m, w, scratch, tile_q45_k<1, WeightType::kQ5_K>,
+                        tile_q45_k<2, WeightType::kQ5_K>);
+    case WeightType::kIQ4_XS:
+      return run_panels(y, x, m, w, scratch, tile_q45_k<1, WeightType::kIQ4_XS>,
+                        tile_q45_k<2, WeightType::kIQ4_XS>);
+    default:
+      return run_panels(y, x, m, w, scratch, tile_q45_k<1, WeightType::kQ4_K>,
+                        tile_q45_k<2, WeightType::kQ4_K>);
   }
 }
 
-void gemm_q6_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-               void* scratch) {
-  run_panels(y, x, m, w, scratch, tile_q6_k<1>, tile_q6_k<2>);
+void gemm_k16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+              void* scratch) {
+  switch (w.type) {
+    case WeightType::kQ3_K:
+      return run_panels(y, x, m, w, scratch, tile_k16<1, WeightType::kQ3_K>,
+                        tile_k16<2, WeightType::kQ3_K>);
+    case WeightType::kQ2_K:
+      return run_panels(y, x, m, w, scratch, tile_k16<1, WeightType::kQ2_K>,
+                        tile_k16<2, WeightType::kQ2_K>);
+    default:
+      return run_panels(y, x, m, w, scratch, tile_k16<1, WeightType::kQ6_K>,
+                        tile_k16<2, WeightType::kQ6_K>);
+  }
 }
 
 void gemm_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,

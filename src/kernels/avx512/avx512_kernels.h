@@ -56,12 +56,14 @@ size_t gemm_bf16_scratch_bytes(int64_t m, int64_t n_in);
 void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch);
 size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in);
-// Q4_K / Q5_K and Q6_K with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.
+// The other quantized types with VNNI on their panel layouts, any m; scratch:
+// gemm_q8_0_scratch_bytes. Q4_K, Q5_K and IQ4_XS (32-input sub-blocks):
 void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                      void* scratch);
-void gemm_q6_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                    void* scratch);
-// Q4_0, Q4_1 and IQ4_NL with VNNI on their panel layouts, any m; scratch: gemm_q8_0_scratch_bytes.
+// Q6_K, Q3_K and Q2_K (16-input sub-blocks):
+void gemm_k16_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                   void* scratch);
+// Q4_0, Q4_1, IQ4_NL, Q5_0 and Q5_1 (one scale per 32):
 void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                          void* scratch);
 // Q8_0 for large m (needs AVX512-BF16): weight slabs dequantized to bf16, oneDNN product.

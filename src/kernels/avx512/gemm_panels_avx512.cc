@@ -1,5 +1,5 @@
-// Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights with AVX512-VNNI, on PackedLinear's panel layouts (packed_weights.h),
-// every m.
+// Every quantized weight type with AVX512-VNNI on PackedLinear's panel layouts
+// (packed_weights.h), every m.
 //
 // The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
 // into scratch. A zmm of weights holds one quad (4 inputs) of 16 outputs; the matching 4
@@ -60,6 +60,21 @@ int32_t load_quad(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
+}
+
+// Stores rows [r0, r0 + R) of the outputs j0 .. j0 + num_cols - 1 (panel p's 16 outputs from
+// acc[r][p]).
+template <int R, int P>
+[[gnu::always_inline]] inline void store_tiles(float* y, const __m512 (&acc)[R][P], int64_t n_out,
+                                               int64_t r0, int64_t j0, int num_cols) {
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
+      _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
+    }
+  }
 }
 
 struct Q8PanelKernel {
@@ -125,14 +140,7 @@ struct Q8PanelKernel {
         }
       }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
-        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
-      }
-    }
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
   }
 
   template <int R>
@@ -148,6 +156,13 @@ struct Q8PanelKernel {
     }
   }
 };
+
+// IQ4_NL's (and IQ4_XS's) codebook + 128 (unsigned, for vpdpbusd), made once at compile time.
+alignas(16) constexpr std::array<uint8_t, 16> kIq4Offset128 = [] {
+  std::array<uint8_t, 16> table{};
+  for (int i = 0; i < 16; ++i) table[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  return table;
+}();
 
 // Moves bit `bit` of every byte to bit 4 (other bits: garbage to be masked off).
 inline __m512i bit_to_4(__m512i v, int bit) {
@@ -200,14 +215,17 @@ template <int R, int P, bool kFive, bool kLut>
   }
 }
 
-// Q4_K (and Q5_K, kFive): the same tiles on 4-bit panels. One load gives two quads of 16 outputs
+// Q4_K, Q5_K and IQ4_XS: the same tiles on 4-bit panels. One load gives two quads of 16 outputs
 // (low and high nibbles, codes 0..15, or 0..31 with Q5_K's fifth bits from the block's bit vector;
 // unsigned as vpdpbusd wants them: no offset). Per 32-input sub-block the int32 dot is scaled by
 // d·sc·d_x and the min term -dmin·mn·d_x·Σx_q is added, so activations quantized per 32 line up
-// with the sub-blocks. Four rows per tile (the nibble masks and scale vectors take the registers
-// a sixth row would need).
-template <bool kFive>
+// with the sub-blocks. IQ4_XS looks its codes up as codebook value + 128 (as IQ4_NL), starts each
+// dot from -128 · Σ x_q, and has signed scales and no mins. Four rows per tile (the nibble masks
+// and scale vectors take the registers a sixth row would need).
+template <WeightType kType>
 struct Q45KPanelKernel {
+  static constexpr bool kFive = kType == WeightType::kQ5_K;
+  static constexpr bool kXs = kType == WeightType::kIQ4_XS;
   float* y;
   Q8Activations xq;
   const detail::PackedWeights* w;
@@ -219,6 +237,8 @@ struct Q45KPanelKernel {
     const uint8_t* codes[P];
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Offset128.data())));
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -233,33 +253,45 @@ struct Q45KPanelKernel {
       for (int p = 0; p < P; ++p) {
         scales[p] = w->q4k_panel_scales(panel0 + p, g);
         d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
-        dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
-            reinterpret_cast<const __m256i*>(scales[p] + detail::kQ4KDminOffset)));
+        if constexpr (!kXs) {
+          dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
+              reinterpret_cast<const __m256i*>(scales[p] + detail::kQ4KDminOffset)));
+        }
       }
       for (int sub = 0; sub < 8; ++sub) {
         const int64_t blk = g * 8 + sub;  // the 32-block of the activations
         __m512i dot[R][P];
         #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
+          const __m512i start =
+              kXs ? _mm512_set1_epi32(-128 * xq.sum(r0 + r)[blk]) : _mm512_setzero_si512();
           #pragma GCC unroll 4
-          for (int p = 0; p < P; ++p) dot[r][p] = _mm512_setzero_si512();
+          for (int p = 0; p < P; ++p) dot[r][p] = start;
         }
         constexpr int64_t kBlockBytes = kFive ? 320 : 256;
         const uint8_t* blocks[P];
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) blocks[p] = codes[p] + blk * kBlockBytes;
-        dot_nibble_block<R, P, kFive, false>(dot, blocks, xq, r0, blk, _mm512_setzero_si512());
+        dot_nibble_block<R, P, kFive, kXs>(dot, blocks, xq, r0, blk, table);
         __m512 sc[P];
         __m512 mn[P];
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
-          const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KScOffset +
-                                                             sub * kQ8Panel);
-          const auto* m8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KMnOffset +
-                                                             sub * kQ8Panel);
-          sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(s8))), d[p]);
-          mn[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(m8))),
-                                dmin[p]);
+          if constexpr (kXs) {
+            const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kIq4XsScOffset +
+                                                               sub * kQ8Panel);
+            sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(s8))),
+                                  d[p]);
+          } else {
+            const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KScOffset +
+                                                               sub * kQ8Panel);
+            const auto* m8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KMnOffset +
+                                                               sub * kQ8Panel);
+            sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(s8))),
+                                  d[p]);
+            mn[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(m8))),
+                                  dmin[p]);
+          }
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
@@ -270,19 +302,12 @@ struct Q45KPanelKernel {
           for (int p = 0; p < P; ++p) {
             acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_mul_ps(sc[p], vdx),
                                         acc[r][p]);
-            acc[r][p] = _mm512_fmadd_ps(mn[p], vmin, acc[r][p]);
+            if constexpr (!kXs) acc[r][p] = _mm512_fmadd_ps(mn[p], vmin, acc[r][p]);
           }
         }
       }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
-        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
-      }
-    }
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
   }
 
   template <int R>
@@ -299,12 +324,6 @@ struct Q45KPanelKernel {
 // d (and m) per row and 32-block. Q4_0's -8 (Q5_0's -16) offset starts each block's dot from
 // -8 · Σ x_q (exact); Q4_1 and Q5_1 add m · d_x · Σ x_q. IQ4_NL looks its codes up (vpshufb) as
 // codebook value + 128 and starts from -128 · Σ x_q, as Q8_0 does.
-// IQ4_NL's codebook + 128 (unsigned, for vpdpbusd), made once at compile time.
-alignas(16) constexpr std::array<uint8_t, 16> kIq4Offset128 = [] {
-  std::array<uint8_t, 16> table{};
-  for (int i = 0; i < 16; ++i) table[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
-  return table;
-}();
 
 template <WeightType kType>
 struct LegacyPanelKernel {
@@ -372,14 +391,7 @@ struct LegacyPanelKernel {
         }
       }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
-        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
-      }
-    }
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
   }
 
   template <int R>
@@ -392,10 +404,54 @@ struct LegacyPanelKernel {
   }
 };
 
-// Q6_K: 6-bit codes from a nibble vector and two bits of a high-bit vector (packed_weights.h),
-// codes 0..63 unsigned; the -32 offset starts each 16-input dot from -32 · Σ x_q of those inputs
-// (exact, as Q8_0's +128), then d·sc·d_x scales each 16-input sub-block.
-struct Q6KPanelKernel {
+// The two quads of 16 outputs for inputs 16·half + 8·pair .. + 7 of a 32-block of Q6_K, Q3_K or
+// Q2_K panels (packed_weights.h), as unsigned codes: Q6_K's 6 bits from a nibble vector and two
+// bits of a high-bit vector, Q2_K's 2 bits from the half's 2-bit vector, Q3_K's third bit from its
+// bit vector.
+template <WeightType kType>
+[[gnu::always_inline]] inline void k16_quads(const uint8_t* block, int half, int pair,
+                                             __m512i& qa, __m512i& qb) {
+  if constexpr (kType == WeightType::kQ6_K) {
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    const __m512i top = _mm512_set1_epi8(0x30);
+    const __m512i v = _mm512_load_si512(block + (2 * half + pair) * 64);
+    const __m512i h = _mm512_load_si512(block + 256 + half * 64);
+    const __m512i h_lo = pair == 0 ? _mm512_slli_epi16(h, 4) : h;
+    const __m512i h_hi = pair == 0 ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2);
+    qa = _mm512_or_si512(_mm512_and_si512(v, nibble), _mm512_and_si512(h_lo, top));
+    qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble),
+                         _mm512_and_si512(h_hi, top));
+  } else {
+    const __m512i two = _mm512_set1_epi8(0x03);
+    const __m512i v = _mm512_load_si512(block + half * 64);
+    const auto s = static_cast<unsigned>(2 * pair);  // the quads' 2-bit fields s and s + 1
+    qa = _mm512_and_si512(_mm512_srli_epi16(v, 2 * s), two);
+    qb = _mm512_and_si512(_mm512_srli_epi16(v, 2 * s + 2), two);
+    if constexpr (kType == WeightType::kQ3_K) {
+      // Bit 4·half + s of the bit vector to bit 2.
+      const __m512i third = _mm512_set1_epi8(0x04);
+      const __m512i h = _mm512_load_si512(block + 128);
+      const auto bit = static_cast<unsigned>(4 * half) + s;
+      const __m512i ha = bit >= 2 ? _mm512_srli_epi16(h, bit - 2) : _mm512_slli_epi16(h, 2 - bit);
+      const __m512i hb = bit + 1 >= 2 ? _mm512_srli_epi16(h, bit - 1) : _mm512_slli_epi16(h, 1);
+      qa = _mm512_or_si512(qa, _mm512_and_si512(ha, third));
+      qb = _mm512_or_si512(qb, _mm512_and_si512(hb, third));
+    }
+  }
+}
+
+// Q6_K, Q3_K and Q2_K: 16-input sub-blocks. The unsigned codes (Q6_K 0..63, Q3_K 0..7, Q2_K 0..3)
+// go to vpdpbusd as they are; Q6_K's -32 and Q3_K's -4 offsets start each 16-input dot from
+// -offset · Σ x_q of those inputs (exact, as Q8_0's +128), then d·sc·d_x scales each sub-block;
+// Q2_K adds its min term -dmin·mn·d_x·Σ x_q per sub-block (as Q4_K per 32).
+template <WeightType kType>
+struct K16PanelKernel {
+  static constexpr int kOffset = kType == WeightType::kQ6_K ? 32 : kType == WeightType::kQ3_K ? 4 : 0;
+  static constexpr bool kMin = kType == WeightType::kQ2_K;
+  static constexpr int64_t kBlockBytes = kType == WeightType::kQ6_K   ? detail::kQ6KPanelBlockBytes
+                                         : kType == WeightType::kQ3_K ? detail::kQ3KPanelBlockBytes
+                                                                      : detail::kQ2KPanelBlockBytes;
+  static constexpr int kLines = static_cast<int>(kBlockBytes / 64);
   float* y;
   Q8Activations xq;
   const detail::PackedWeights* w;
@@ -406,9 +462,7 @@ struct Q6KPanelKernel {
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
     #pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) codes[p] = w->q6k_panel(panel0 + p);
-    const __m512i nibble = _mm512_set1_epi8(0x0F);
-    const __m512i top = _mm512_set1_epi8(0x30);
+    for (int p = 0; p < P; ++p) codes[p] = w->k16_panel(panel0 + p);
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -418,87 +472,93 @@ struct Q6KPanelKernel {
     for (int64_t g = 0; g < w->n_in / 256; ++g) {
       const uint8_t* scales[P];
       __m512 d[P];
+      __m512 dmin[P];
       #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
-        scales[p] = w->q6k_panel_scales(panel0 + p, g);
+        scales[p] = w->k16_panel_scales(panel0 + p, g);
         d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
+        if constexpr (kMin) {
+          dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
+              reinterpret_cast<const __m256i*>(scales[p] + detail::kQ2KDminOffset)));
+        }
       }
       for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
-        // Two 16-input halves: nibble vectors 0-1 with high-bit vector 0, then 2-3 with 1.
         #pragma GCC unroll 4
         for (int half = 0; half < 2; ++half) {
+          int32_t sum16[R];
           __m512i dot[R][P];
           #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
-            const int32_t sum16 = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
-            const __m512i start = _mm512_set1_epi32(-32 * sum16);
+            sum16[r] = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
+            const __m512i start = _mm512_set1_epi32(-kOffset * sum16[r]);
             #pragma GCC unroll 4
             for (int p = 0; p < P; ++p) dot[r][p] = start;
           }
           #pragma GCC unroll 4
-          for (int odd = 0; odd < 2; ++odd) {
-            const int t = 2 * half + odd;
-            __m512i lo[P];
-            __m512i hi[P];
+          for (int pair = 0; pair < 2; ++pair) {
+            __m512i qa[P];
+            __m512i qb[P];
             #pragma GCC unroll 4
             for (int p = 0; p < P; ++p) {
-              const uint8_t* block = codes[p] + blk * detail::kQ6KPanelBlockBytes;
-              const __m512i v = _mm512_load_si512(block + t * 64);
-              const __m512i h = _mm512_load_si512(block + 256 + half * 64);
-              if (odd == 0) {  // the block's 6 lines, 3 per half, 2 KB ahead
+              const uint8_t* block = codes[p] + blk * kBlockBytes;
+              if (pair == 0) {  // the block's lines, half of them per half, 2 KB ahead
                 const char* ahead = reinterpret_cast<const char*>(block) + 2 * kPrefetchBytes;
-                for (int line = 0; line < 3; ++line) {
-                  _mm_prefetch(ahead + half * 192 + line * 64, _MM_HINT_T0);
+                for (int line = half * kLines / 2; line < (half + 1) * kLines / 2; ++line) {
+                  _mm_prefetch(ahead + line * 64, _MM_HINT_T0);
                 }
               }
-              const __m512i h_lo = odd == 0 ? _mm512_slli_epi16(h, 4) : h;
-              const __m512i h_hi = odd == 0 ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2);
-              lo[p] = _mm512_or_si512(_mm512_and_si512(v, nibble), _mm512_and_si512(h_lo, top));
-              hi[p] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble),
-                                      _mm512_and_si512(h_hi, top));
+              k16_quads<kType>(block, half, pair, qa[p], qb[p]);
             }
             #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
-              const int8_t* x = xq.xq(r0 + r) + blk * 32 + t * 8;
+              const int8_t* x = xq.xq(r0 + r) + blk * 32 + half * 16 + pair * 8;
               const __m512i xa = _mm512_set1_epi32(load_quad(x));
               const __m512i xb = _mm512_set1_epi32(load_quad(x + 4));
               #pragma GCC unroll 4
               for (int p = 0; p < P; ++p) {
-                dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xa);
-                dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xb);
+                dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], qa[p], xa);
+                dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], qb[p], xb);
               }
             }
           }
+          const int64_t sub = (blk % 8) * 2 + half;
           __m512 sc[P];
+          __m512 mn[P];
           #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) {
-            const int64_t sub = (blk % 8) * 2 + half;
-            const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ6KScOffset +
-                                                               sub * kQ8Panel);
-            sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(s8))),
-                                  d[p]);
+            if constexpr (kMin) {
+              const __m512i s = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(
+                  scales[p] + detail::kQ2KScOffset + sub * kQ8Panel)));
+              sc[p] = _mm512_mul_ps(
+                  _mm512_cvtepi32_ps(_mm512_and_si512(s, _mm512_set1_epi32(0xF))), d[p]);
+              mn[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(s, 4)), dmin[p]);
+            } else {
+              const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ6KScOffset +
+                                                                 sub * kQ8Panel);
+              sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(s8))),
+                                    d[p]);
+            }
           }
           #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            const __m512 vdx = _mm512_set1_ps(xq.xd(r0 + r)[blk]);
+            const float dx = xq.xd(r0 + r)[blk];
+            const __m512 vdx = _mm512_set1_ps(dx);
             #pragma GCC unroll 4
             for (int p = 0; p < P; ++p) {
               acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]),
                                           _mm512_mul_ps(sc[p], vdx), acc[r][p]);
             }
+            if constexpr (kMin) {
+              const __m512 vmin = _mm512_set1_ps(-dx * static_cast<float>(sum16[r]));
+              #pragma GCC unroll 4
+              for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(mn[p], vmin, acc[r][p]);
+            }
           }
         }
       }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
-        _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
-      }
-    }
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
   }
 
   template <int R>
@@ -536,12 +596,13 @@ void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWe
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
-  if (w.type == WeightType::kQ5_K) {
-    const Q45KPanelKernel<true> kernel{y, xq, &w};
+  const auto run = [&](auto kernel) {
     run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
-  } else {
-    const Q45KPanelKernel<false> kernel{y, xq, &w};
-    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  };
+  switch (w.type) {
+    case WeightType::kQ5_K: return run(Q45KPanelKernel<WeightType::kQ5_K>{y, xq, &w});
+    case WeightType::kIQ4_XS: return run(Q45KPanelKernel<WeightType::kIQ4_XS>{y, xq, &w});
+    default: return run(Q45KPanelKernel<WeightType::kQ4_K>{y, xq, &w});
   }
 }
 
@@ -562,13 +623,19 @@ void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::Pack
   }
 }
 
-void gemm_q6_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                    void* scratch) {
+void gemm_k16_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+                   void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
-  const Q6KPanelKernel kernel{y, xq, &w};
-  run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  const auto run = [&](auto kernel) {
+    run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, w.n_out, kernel);
+  };
+  switch (w.type) {
+    case WeightType::kQ3_K: return run(K16PanelKernel<WeightType::kQ3_K>{y, xq, &w});
+    case WeightType::kQ2_K: return run(K16PanelKernel<WeightType::kQ2_K>{y, xq, &w});
+    default: return run(K16PanelKernel<WeightType::kQ6_K>{y, xq, &w});
+  }
 }
 
 }  // namespace vellum::kernels::avx512
