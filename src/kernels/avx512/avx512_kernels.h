@@ -70,13 +70,5 @@ void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::Pack
 void gemm_q8_0_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     const detail::OnednnPlainBf16Matmul& onednn, void* scratch);
 size_t gemm_q8_0_bf16_scratch_bytes(int64_t m, int64_t n_in, int64_t n_out);
-// The other GGML quantized types, weights in their GGML rows (needs AVX512-VNNI and -BF16): small
-// m with VNNI on activations quantized per 32 values, large m through bf16 slabs and oneDNN.
-void gemm_quant_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                     void* scratch);
-size_t gemm_quant_scratch_bytes(int64_t m, int64_t n_in);
-void gemm_quant_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                     const detail::OnednnPlainBf16Matmul& onednn, void* scratch);
-size_t gemm_quant_bf16_scratch_bytes(int64_t m, int64_t n_in, int64_t n_out);
 
 }  // namespace vellum::kernels::avx512

@@ -1,7 +1,7 @@
 // Large-m products with quantized weights through bf16 slabs (header-only, AVX-512 translation
 // units): slabs of weight rows are dequantized to bf16 into scratch just before oneDNN multiplies
 // them (AMX where present), so only the quantized copy of the weights stays in memory. Used by
-// the Q8_0 path (q8_0_bf16_avx512.cc) and the other quantized types (gemm_quant_avx512.cc).
+// Q8_0's large-m path on AMX (q8_0_bf16_avx512.cc).
 #pragma once
 
 #include <algorithm>
