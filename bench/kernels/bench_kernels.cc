@@ -238,15 +238,25 @@ BENCHMARK_CAPTURE(BM_LinearPrefill, q8_0, WeightType::kQ8_0)->Arg(512)->Unit(ben
 BENCHMARK_CAPTURE(BM_LinearPrefill, q4_k, WeightType::kQ4_K)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearPrefill, q6_k, WeightType::kQ6_K)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Decode attention: 32 sequences × 512 tokens of context, Llama-3-8B heads (32 q, 8 kv, 128),
-// bf16 cache, block size 16; cycles over several layers' pools so K/V come from DRAM.
-void BM_PagedAttentionDecode(benchmark::State& state) {
-  const int64_t num_seqs = 32, ctx = 512, block_size = 16, num_heads = 32, num_kv_heads = 8,
-                head_dim = 128;
-  const KvType kv_type = static_cast<KvType>(state.range(0));
-  const int64_t blocks_per_seq = ctx / block_size;
-  const int64_t num_blocks = num_seqs * blocks_per_seq + 1;
-  const size_t pool_bytes = num_blocks * num_kv_heads * block_size * head_dim * kv_type_size(kv_type);
+// Decode steps of paged attention: num_seqs sequences of ctx tokens of context each, one query
+// token per sequence, block size 16, shuffled blocks. Cycles over several layers' pools (at least
+// two) so that K/V come from DRAM. Reports bytes_per_second of K/V reads: every context token's K
+// and V rows are read once per step (the GQA heads of a kv head share them).
+struct DecodeAttentionShape {
+  int64_t num_seqs;
+  int64_t ctx;
+  int64_t num_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  KvType kv_type;
+};
+
+void run_decode_attention(benchmark::State& state, const DecodeAttentionShape& shape) {
+  constexpr int64_t kBlockSize = 16;
+  const int64_t blocks_per_seq = shape.ctx / kBlockSize;
+  const int64_t num_blocks = shape.num_seqs * blocks_per_seq + 1;
+  const size_t pool_bytes = num_blocks * shape.num_kv_heads * kBlockSize * shape.head_dim *
+                            kv_type_size(shape.kv_type);
   const int num_layers = static_cast<int>(std::max<size_t>(2, kStreamBytes / 2 / (2 * pool_bytes)));
   std::vector<AlignedBuffer> k_pools, v_pools;
   for (int l = 0; l < num_layers; ++l) {
@@ -259,34 +269,55 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
   std::iota(ids.begin(), ids.end(), 1);
   std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
   std::vector<int32_t> tables(ids.begin(), ids.end());  // (num_seqs, blocks_per_seq)
-  std::vector<int32_t> seq_lens(num_seqs, static_cast<int32_t>(ctx)), qsl(num_seqs + 1);
-  for (int64_t s = 0; s <= num_seqs; ++s) qsl[s] = static_cast<int32_t>(s);
-  std::vector<float> q(num_seqs * num_heads * head_dim, 0.1f), out(q.size());
+  std::vector<int32_t> seq_lens(shape.num_seqs, static_cast<int32_t>(shape.ctx));
+  std::vector<int32_t> qsl(shape.num_seqs + 1);
+  for (int64_t s = 0; s <= shape.num_seqs; ++s) qsl[s] = static_cast<int32_t>(s);
+  std::vector<float> q(shape.num_seqs * shape.num_heads * shape.head_dim, 0.1f), out(q.size());
   PagedAttentionParams p;
-  p.num_seqs = num_seqs;
-  p.num_heads = num_heads;
-  p.num_kv_heads = num_kv_heads;
-  p.head_dim = head_dim;
-  p.block_size = block_size;
+  p.num_seqs = shape.num_seqs;
+  p.num_heads = shape.num_heads;
+  p.num_kv_heads = shape.num_kv_heads;
+  p.head_dim = shape.head_dim;
+  p.block_size = kBlockSize;
   p.max_blocks_per_seq = blocks_per_seq;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  p.kv_type = kv_type;
-  AlignedBuffer workspace(paged_attention_workspace_bytes(p, ctx, omp_get_max_threads()));
+  p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  p.kv_type = shape.kv_type;
+  AlignedBuffer workspace(paged_attention_workspace_bytes(p, shape.ctx, omp_get_max_threads()));
   int layer = 0;
   for (auto _ : state) {
-    paged_attention(out.data(), q.data(), num_heads * head_dim, k_pools[layer].data(),
+    paged_attention(out.data(), q.data(), shape.num_heads * shape.head_dim, k_pools[layer].data(),
                     v_pools[layer].data(), tables.data(), seq_lens.data(), qsl.data(), p,
                     workspace.data());
     layer = (layer + 1) % num_layers;
     benchmark::ClobberMemory();
   }
-  // K and V of every context token are read once per step (the GQA heads share them).
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * num_seqs * ctx *
-                          num_kv_heads * head_dim * static_cast<int64_t>(kv_type_size(kv_type)));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * shape.num_seqs *
+                          shape.ctx * shape.num_kv_heads * shape.head_dim *
+                          static_cast<int64_t>(kv_type_size(shape.kv_type)));
+}
+
+// 32 sequences × 512 tokens of context, Llama-3-8B heads (32 q, 8 kv, 128); arg: KvType.
+void BM_PagedAttentionDecode(benchmark::State& state) {
+  run_decode_attention(state, {32, 512, 32, 8, 128, static_cast<KvType>(state.range(0))});
 }
 BENCHMARK(BM_PagedAttentionDecode)
     ->Arg(static_cast<int>(KvType::kBF16))
     ->Arg(static_cast<int>(KvType::kF32))
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Long-context decode, bf16 cache, head_dim 64, 4 query heads per kv head as Llama-3.2-1B.
+// args: context tokens, sequences, kv heads. With 8 kv heads (32 q heads: Llama-3.2-1B) a single
+// sequence already has 8 work items; with 1 kv head (4 q heads) it has one, so only splitting its
+// context over the threads (flash-decoding) can use more than one core. The arithmetic per byte
+// of K/V is the same in both, so their shares of BM_ReadBandwidth compare directly.
+void BM_PagedAttentionLongDecode(benchmark::State& state) {
+  const int64_t num_kv_heads = state.range(2);
+  run_decode_attention(state, {state.range(1), state.range(0), 4 * num_kv_heads, num_kv_heads, 64,
+                               KvType::kBF16});
+}
+BENCHMARK(BM_PagedAttentionLongDecode)
+    ->ArgNames({"ctx", "seqs", "kv_heads"})
+    ->ArgsProduct({{4096, 16384, 32768}, {1, 8}, {8, 1}})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
