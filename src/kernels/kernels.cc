@@ -7,6 +7,7 @@
 
 #include "common/half.h"
 #include "cpu/isa.h"
+#include "kernels/attention_plan.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/quant_types.h"
@@ -109,12 +110,11 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                        query_start_loc, params, workspace);
 }
 
-size_t paged_attention_workspace_bytes(const PagedAttentionParams& params,
-                                       int64_t /*max_seq_len*/, int /*num_threads*/) {
-  // Only the vector kernels use workspace (a work-item prefix per sequence; their per-thread
-  // tiles live on the stack), so any thread count and context length fit.
-  return std::max(avx512::paged_attention_workspace_bytes(params),
-                  avx2::paged_attention_workspace_bytes(params)) + 64;
+size_t paged_attention_workspace_bytes(const PagedAttentionParams& params, int64_t max_seq_len,
+                                       int num_threads) {
+  // Only the vector kernels use workspace (their per-thread tiles live on the stack); the AVX-512
+  // and AVX2 versions share one layout (attention_plan.h).
+  return attention::workspace_bytes(params, max_seq_len, num_threads) + 64;
 }
 
 void copy_blocks(void* pool, int64_t block_bytes, const int32_t* src, const int32_t* dst,

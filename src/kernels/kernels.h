@@ -82,6 +82,15 @@ void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
                        int64_t block_size, KvType type);
 
+// Whether paged_attention may spread one work item's keys over threads (split-K, "flash-decoding":
+// a long decode context shared by all threads instead of running on one). The output is bitwise
+// the same whichever is chosen. kAuto splits when there are fewer than 4 work items (a sequence's
+// query tokens × kv heads, in groups of up to 16 rows) per thread, more than one thread, and some
+// item has more than 512 keys. kAlways splits whenever the workspace allows, on one thread too and
+// when every item fits one partition; kNever never splits; both are for tests and benchmarks.
+// Batches of 4 or more items per thread are never split (that bounds the workspace).
+enum class AttentionSplit : uint8_t { kAuto, kNever, kAlways };
+
 struct PagedAttentionParams {
   int64_t num_seqs = 0;
   int64_t num_heads = 0;
@@ -98,6 +107,7 @@ struct PagedAttentionParams {
   // Attention logit softcap (0 = none, Gemma 2): s = softcap * tanh(s / softcap) on the scaled
   // scores, before the softmax.
   float logit_softcap = 0.0f;
+  AttentionSplit split = AttentionSplit::kAuto;
 };
 
 // Varlen causal attention over the paged cache for a flat batch mixing prefill chunks and decode
@@ -107,11 +117,20 @@ struct PagedAttentionParams {
 // attends to cache positions [0, that position].
 // out: (num_tokens, num_heads, head_dim) contiguous. q: same shape with token stride q_stride.
 // block_tables: (num_seqs, max_blocks_per_seq) int32. workspace: at least
-// paged_attention_workspace_bytes(params, max_seq_len, num_threads) bytes, 64-byte aligned.
+// paged_attention_workspace_bytes(params, max_seq_len, num_threads) bytes, 64-byte aligned, where
+// max_seq_len >= every seq_lens[s] and num_threads >= omp_get_max_threads() in the calling thread.
+//
+// Each output row is bitwise the same whatever else is in the batch, however the work is split
+// and on however many threads (for a given ISA): a row's keys are summed in tiles and partitions
+// at fixed absolute positions, and the partitions' partial results merged in order.
 void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
                      const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
                      const int32_t* query_start_loc, const PagedAttentionParams& params,
                      void* workspace);
+// Workspace: (num_seqs + 1) int64 work-item offsets, plus, for splitting, one partial result per
+// 512-key partition of up to 4 · num_threads - 1 items of up to 16 rows: about
+// 4 · num_threads · ceil(max_seq_len / 512) · 16 · (head_dim + 2) floats. For head_dim 64 that is
+// 1.9 MB at 2 threads and 32K tokens, and grows linearly in both (17 MB at 16 threads).
 size_t paged_attention_workspace_bytes(const PagedAttentionParams& params, int64_t max_seq_len,
                                        int num_threads);
 

@@ -2,8 +2,12 @@
 // unpaged K/V: shuffled block ids, mixed batches of decode tokens and a prefill chunk with prior
 // context, GQA ratios, block sizes 1/16/32, f32/f16/bf16 caches, head dims with and without
 // vector tails; sliding windows (smaller and larger than a block, crossing block boundaries) with
-// the block-table entries before each window pointing at a block of NaNs, and logit softcaps.
+// the block-table entries before each window pointing at a block of NaNs, and logit softcaps;
+// contexts of thousands of keys (several 512-key partitions). Split-K: forcing or forbidding the
+// split of partitions over threads, running a sequence alone or in a batch, and the thread count
+// must not change a single bit; the workspace bound is checked with guard bytes.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -15,6 +19,7 @@
 
 #include "common/aligned_buffer.h"
 #include "kernel_test_util.h"
+#include "kernels/attention_plan.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
 
@@ -50,91 +55,159 @@ struct Case {
   }
 };
 
-void run_case(const Case& c) {
+// A batch laid out as paged_attention reads it, and its dense reference.
+struct Batch {
+  Case c;
+  int64_t num_seqs = 0;
+  int64_t num_heads = 0;
+  int64_t num_tokens = 0;
+  int64_t max_blocks = 0;
+  std::vector<int32_t> seq_lens, query_start_loc, block_tables;
+  std::vector<std::vector<float>> dense_k, dense_v;  // per sequence (seq_len, num_kv_heads, d)
+  AlignedBuffer k_pool, v_pool;
+  int64_t q_stride = 0;
+  std::vector<float> q;  // (num_tokens, q_stride)
+  PagedAttentionParams params;
+
+  size_t out_size() const { return static_cast<size_t>(num_tokens * num_heads * c.head_dim); }
+
+  // paged_attention (the selected ISA) on the whole batch.
+  std::vector<float> run(AttentionSplit split) const {
+    std::vector<float> out(out_size(), std::nanf(""));
+    run_seqs(0, num_seqs, split, out.data());
+    return out;
+  }
+
+  // paged_attention on sequences [first, first + count) alone, as a batch of their own; their
+  // rows land where they do in run()'s output.
+  void run_seqs(int64_t first, int64_t count, AttentionSplit split, float* out) const {
+    PagedAttentionParams p = params;
+    p.num_seqs = count;
+    p.split = split;
+    std::vector<int32_t> qsl(count + 1);
+    for (int64_t s = 0; s <= count; ++s) qsl[s] = query_start_loc[first + s] - query_start_loc[first];
+    const int64_t tok0 = query_start_loc[first];
+    const int32_t max_seq_len = *std::max_element(seq_lens.begin() + first, seq_lens.begin() + first + count);
+    // The workspace as documented, followed by guard bytes that must stay untouched.
+    constexpr size_t kGuardBytes = 256;
+    const size_t bytes = paged_attention_workspace_bytes(p, max_seq_len, omp_get_max_threads());
+    AlignedBuffer workspace(bytes + kGuardBytes);
+    std::memset(workspace.as<uint8_t>() + bytes, 0xa5, kGuardBytes);
+    paged_attention(out + tok0 * num_heads * c.head_dim, q.data() + tok0 * q_stride, q_stride,
+                    k_pool.data(), v_pool.data(), block_tables.data() + first * max_blocks,
+                    seq_lens.data() + first, qsl.data(), p, workspace.data());
+    const uint8_t* guard = workspace.as<uint8_t>() + bytes;
+    EXPECT_TRUE(std::all_of(guard, guard + kGuardBytes, [](uint8_t x) { return x == 0xa5; }))
+        << "paged_attention wrote past paged_attention_workspace_bytes: " << c.describe();
+  }
+};
+
+Batch make_batch(const Case& c) {
+  Batch b;
+  b.c = c;
   std::mt19937 rng(c.seed);
-  const int64_t num_seqs = static_cast<int64_t>(c.seqs.size());
-  const int64_t num_heads = c.num_kv_heads * c.group;
+  const int64_t num_seqs = b.num_seqs = static_cast<int64_t>(c.seqs.size());
+  const int64_t num_heads = b.num_heads = c.num_kv_heads * c.group;
   const int64_t d = c.head_dim;
-  std::vector<int32_t> seq_lens(num_seqs), query_start_loc(num_seqs + 1, 0);
+  b.seq_lens.assign(num_seqs, 0);
+  b.query_start_loc.assign(num_seqs + 1, 0);
   // Block 0 = null block, never referenced; block 1 = poison (all NaN), put in the table where
   // a sliding window says a block must not be read.
   int64_t max_blocks = 1, total_blocks = 2;
   const int32_t kPoisonBlock = 1;
   for (int64_t s = 0; s < num_seqs; ++s) {
-    seq_lens[s] = static_cast<int32_t>(c.seqs[s].context_len + c.seqs[s].q_len);
-    query_start_loc[s + 1] = static_cast<int32_t>(query_start_loc[s] + c.seqs[s].q_len);
-    const int64_t blocks = (seq_lens[s] + c.block_size - 1) / c.block_size;
+    b.seq_lens[s] = static_cast<int32_t>(c.seqs[s].context_len + c.seqs[s].q_len);
+    b.query_start_loc[s + 1] = static_cast<int32_t>(b.query_start_loc[s] + c.seqs[s].q_len);
+    const int64_t blocks = (b.seq_lens[s] + c.block_size - 1) / c.block_size;
     max_blocks = std::max(max_blocks, blocks + 1);  // + 1: some padding with the null block
     total_blocks += blocks;
   }
-  const int64_t num_tokens = query_start_loc[num_seqs];
+  b.max_blocks = max_blocks;
+  b.num_tokens = b.query_start_loc[num_seqs];
 
   // Shuffled physical blocks handed out to the sequences; tables padded with the null block.
   std::vector<int32_t> free_ids(total_blocks - 2);
   std::iota(free_ids.begin(), free_ids.end(), 2);
   std::shuffle(free_ids.begin(), free_ids.end(), rng);
-  std::vector<int32_t> block_tables(num_seqs * max_blocks, 0);
+  b.block_tables.assign(num_seqs * max_blocks, 0);
   size_t next = 0;
   for (int64_t s = 0; s < num_seqs; ++s) {
-    for (int64_t b = 0; b < (seq_lens[s] + c.block_size - 1) / c.block_size; ++b) {
-      block_tables[s * max_blocks + b] = free_ids[next++];
+    for (int64_t k = 0; k < (b.seq_lens[s] + c.block_size - 1) / c.block_size; ++k) {
+      b.block_tables[s * max_blocks + k] = free_ids[next++];
     }
   }
 
   // Dense K/V per sequence: (seq_len, num_kv_heads, head_dim), rounded to the cache type, and
   // written into the pools position by position through slot mappings.
   const size_t pool_elems = total_blocks * c.num_kv_heads * c.block_size * d;
-  AlignedBuffer k_pool(pool_elems * kv_type_size(c.kv_type));
-  AlignedBuffer v_pool(pool_elems * kv_type_size(c.kv_type));
-  std::vector<std::vector<float>> dense_k(num_seqs), dense_v(num_seqs);
+  b.k_pool = AlignedBuffer(pool_elems * kv_type_size(c.kv_type));
+  b.v_pool = AlignedBuffer(pool_elems * kv_type_size(c.kv_type));
+  b.dense_k.resize(num_seqs);
+  b.dense_v.resize(num_seqs);
   for (int64_t s = 0; s < num_seqs; ++s) {
-    dense_k[s] = random_floats(seq_lens[s] * c.num_kv_heads * d, c.seed * 31 + s, -2.0f, 2.0f);
-    dense_v[s] = random_floats(seq_lens[s] * c.num_kv_heads * d, c.seed * 37 + s);
-    std::vector<int64_t> slots(seq_lens[s]);
-    for (int64_t t = 0; t < seq_lens[s]; ++t) {
-      slots[t] = int64_t{block_tables[s * max_blocks + t / c.block_size]} * c.block_size + t % c.block_size;
+    b.dense_k[s] = random_floats(b.seq_lens[s] * c.num_kv_heads * d, c.seed * 31 + s, -2.0f, 2.0f);
+    b.dense_v[s] = random_floats(b.seq_lens[s] * c.num_kv_heads * d, c.seed * 37 + s);
+    std::vector<int64_t> slots(b.seq_lens[s]);
+    for (int64_t t = 0; t < b.seq_lens[s]; ++t) {
+      slots[t] = int64_t{b.block_tables[s * max_blocks + t / c.block_size]} * c.block_size + t % c.block_size;
     }
-    ref::reshape_and_cache(dense_k[s].data(), c.num_kv_heads * d, dense_v[s].data(),
-                           c.num_kv_heads * d, k_pool.data(), v_pool.data(), slots.data(),
-                           seq_lens[s], c.num_kv_heads, d, c.block_size, c.kv_type);
-    for (float& x : dense_k[s]) x = testing::round_kv(x, c.kv_type);
-    for (float& x : dense_v[s]) x = testing::round_kv(x, c.kv_type);
+    ref::reshape_and_cache(b.dense_k[s].data(), c.num_kv_heads * d, b.dense_v[s].data(),
+                           c.num_kv_heads * d, b.k_pool.data(), b.v_pool.data(), slots.data(),
+                           b.seq_lens[s], c.num_kv_heads, d, c.block_size, c.kv_type);
+    for (float& x : b.dense_k[s]) x = testing::round_kv(x, c.kv_type);
+    for (float& x : b.dense_v[s]) x = testing::round_kv(x, c.kv_type);
   }
   // NaN in f32, f16 and bf16 alike.
   const size_t block_bytes = c.num_kv_heads * c.block_size * d * kv_type_size(c.kv_type);
-  std::memset(k_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
-  std::memset(v_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
+  std::memset(b.k_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
+  std::memset(b.v_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
   if (c.sliding_window > 0) {
     // A sliding-window KV manager may free every block whose keys are all before the window of
     // the sequence's first query token of the step.
     for (int64_t s = 0; s < num_seqs; ++s) {
       const int64_t lo = std::max<int64_t>(0, c.seqs[s].context_len - c.sliding_window + 1);
-      for (int64_t b = 0; (b + 1) * c.block_size <= lo; ++b) block_tables[s * max_blocks + b] = kPoisonBlock;
+      for (int64_t k = 0; (k + 1) * c.block_size <= lo; ++k) b.block_tables[s * max_blocks + k] = kPoisonBlock;
     }
   }
 
   // Queries with a token stride wider than num_heads * head_dim (as from a fused QKV output).
-  const int64_t q_stride = num_heads * d + 7;
-  const auto q = random_floats(num_tokens * q_stride, c.seed + 5, -2.0f, 2.0f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  b.q_stride = num_heads * d + 7;
+  b.q = random_floats(b.num_tokens * b.q_stride, c.seed + 5, -2.0f, 2.0f);
 
-  // Naive dense attention in double.
-  std::vector<float> expected(num_tokens * num_heads * d);
-  for (int64_t s = 0; s < num_seqs; ++s) {
+  PagedAttentionParams& params = b.params;
+  params.num_seqs = num_seqs;
+  params.num_heads = num_heads;
+  params.num_kv_heads = c.num_kv_heads;
+  params.head_dim = d;
+  params.block_size = c.block_size;
+  params.max_blocks_per_seq = max_blocks;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  params.kv_type = c.kv_type;
+  params.sliding_window = c.sliding_window;
+  params.logit_softcap = c.softcap;
+  return b;
+}
+
+// Naive dense attention in double over the unpaged K/V.
+std::vector<float> dense_attention(const Batch& b) {
+  const Case& c = b.c;
+  const int64_t d = c.head_dim;
+  std::vector<float> expected(b.out_size());
+  for (int64_t s = 0; s < b.num_seqs; ++s) {
     for (int64_t j = 0; j < c.seqs[s].q_len; ++j) {
-      const int64_t tok = query_start_loc[s] + j;
+      const int64_t tok = b.query_start_loc[s] + j;
       const int64_t pos = c.seqs[s].context_len + j;
       const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
-      for (int64_t h = 0; h < num_heads; ++h) {
+      for (int64_t h = 0; h < b.num_heads; ++h) {
         const int64_t kv_h = h / c.group;
         std::vector<double> scores(pos + 1, 0.0);
         double max_score = -1e300;
         for (int64_t t = first; t <= pos; ++t) {
           double dot = 0.0;
           for (int64_t i = 0; i < d; ++i) {
-            dot += double{q[tok * q_stride + h * d + i]} * dense_k[s][(t * c.num_kv_heads + kv_h) * d + i];
+            dot += double{b.q[tok * b.q_stride + h * d + i]} * b.dense_k[s][(t * c.num_kv_heads + kv_h) * d + i];
           }
-          scores[t] = dot * scale;
+          scores[t] = dot * b.params.scale;
           if (c.softcap > 0.0f) scores[t] = c.softcap * std::tanh(scores[t] / c.softcap);
           max_score = std::max(max_score, scores[t]);
         }
@@ -142,27 +215,29 @@ void run_case(const Case& c) {
         for (int64_t t = first; t <= pos; ++t) sum += (scores[t] = std::exp(scores[t] - max_score));
         for (int64_t i = 0; i < d; ++i) {
           double o = 0.0;
-          for (int64_t t = first; t <= pos; ++t) o += scores[t] * dense_v[s][(t * c.num_kv_heads + kv_h) * d + i];
-          expected[(tok * num_heads + h) * d + i] = static_cast<float>(o / sum);
+          for (int64_t t = first; t <= pos; ++t) o += scores[t] * b.dense_v[s][(t * c.num_kv_heads + kv_h) * d + i];
+          expected[(tok * b.num_heads + h) * d + i] = static_cast<float>(o / sum);
         }
       }
     }
   }
+  return expected;
+}
 
-  PagedAttentionParams params;
-  params.num_seqs = num_seqs;
-  params.num_heads = num_heads;
-  params.num_kv_heads = c.num_kv_heads;
-  params.head_dim = d;
-  params.block_size = c.block_size;
-  params.max_blocks_per_seq = max_blocks;
-  params.scale = scale;
-  params.kv_type = c.kv_type;
-  params.sliding_window = c.sliding_window;
-  params.logit_softcap = c.softcap;
-  const int64_t max_seq_len = *std::max_element(seq_lens.begin(), seq_lens.end());
-  AlignedBuffer workspace(paged_attention_workspace_bytes(params, max_seq_len, 2));
+// Index of the first element whose bits differ (n if none).
+size_t first_bit_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  }
+  return a.size();
+}
 
+// Every ISA (and the reference) against the dense attention; on each ISA, forbidding and forcing
+// the split of partitions over threads must give the automatic choice's bits.
+void run_case(const Case& c) {
+  const Batch b = make_batch(c);
+  const std::vector<float> expected = dense_attention(b);
+  const int64_t num_heads = b.num_heads, d = c.head_dim;
   auto check = [&](const std::vector<float>& actual, const std::string& who) {
     const double err = testing::nmse(actual.data(), expected.data(), expected.size());
     const size_t worst = testing::worst_index(actual.data(), expected.data(), expected.size());
@@ -172,16 +247,23 @@ void run_case(const Case& c) {
   };
 
   std::vector<float> out(expected.size(), std::nanf(""));
-  ref::paged_attention(out.data(), q.data(), q_stride, k_pool.data(), v_pool.data(),
-                       block_tables.data(), seq_lens.data(), query_start_loc.data(), params, nullptr);
+  ref::paged_attention(out.data(), b.q.data(), b.q_stride, b.k_pool.data(), b.v_pool.data(),
+                       b.block_tables.data(), b.seq_lens.data(), b.query_start_loc.data(),
+                       b.params, nullptr);
   check(out, "reference");
   for (cpu::Isa isa : testing::isas_to_test()) {
     IsaScope scope(isa);
-    std::fill(out.begin(), out.end(), std::nanf(""));
-    paged_attention(out.data(), q.data(), q_stride, k_pool.data(), v_pool.data(),
-                    block_tables.data(), seq_lens.data(), query_start_loc.data(), params,
-                    workspace.data());
-    check(out, std::string("isa=") + cpu::isa_name(isa));
+    const std::string who = std::string("isa=") + cpu::isa_name(isa);
+    const std::vector<float> automatic = b.run(AttentionSplit::kAuto);
+    check(automatic, who);
+    for (AttentionSplit split : {AttentionSplit::kNever, AttentionSplit::kAlways}) {
+      const size_t at = first_bit_difference(b.run(split), automatic);
+      EXPECT_EQ(at, automatic.size())
+          << who << (split == AttentionSplit::kNever ? " unsplit" : " split")
+          << " differs from auto at token "
+          << at / (num_heads * d) << " head " << (at / d) % num_heads << " dim " << at % d << ": "
+          << c.describe();
+    }
   }
 }
 
@@ -243,6 +325,92 @@ TEST(PagedAttention, SlidingWindowAndSoftcapMatchDenseAttention) {
   // A window with a long prefill: many query tiles, each starting at its own window.
   run_case({2, 2, 32, 4, KvType::kF32, {{50, 70}}, 604, 5, 0.0f});
   run_case({1, 1, 256, 16, KvType::kBF16, {{300, 1}, {200, 17}}, 605, 64, 0.0f});
+}
+
+TEST(PagedAttention, LongContextsMatchDenseAttention) {
+  // One sequence with thousands of keys (several 512-key partitions, split over the threads),
+  // one or two kv heads; windows that start inside a partition and end past the next boundary,
+  // windows shorter than a partition across a boundary, prefill chunks at long context.
+  run_case({1, 4, 64, 16, KvType::kBF16, {{4500, 1}}, 701});
+  run_case({2, 2, 128, 32, KvType::kF16, {{3000, 1}}, 702});
+  run_case({1, 8, 80, 7, KvType::kF32, {{5000, 1}}, 703, 1000});
+  run_case({2, 4, 64, 16, KvType::kBF16, {{3500, 20}}, 704, 1500});
+  run_case({1, 2, 64, 16, KvType::kF16, {{4000, 9}}, 705, 0, 30.0f});
+  run_case({1, 4, 64, 16, KvType::kF32, {{4090, 12}}, 706, 100});
+  run_case({2, 1, 32, 16, KvType::kBF16, {{4095, 1}, {4096, 1}, {511, 2}}, 707, 600});
+  run_case({1, 1, 256, 16, KvType::kF16, {{3333, 1}}, 708, 0, 5.0f});
+}
+
+// The sequences of a batch with long and short contexts, decode tokens and prefill chunks.
+Case mixed_long_case(uint32_t seed, int64_t window) {
+  std::vector<SeqSpec> seqs = {{4200, 1}, {30, 1}, {700, 1}, {0, 5}, {3000, 1}, {1025, 17},
+                               {511, 1},  {512, 1}, {90, 3}, {2047, 1}, {5, 1}, {1600, 1}};
+  return {2, 4, 64, 16, KvType::kBF16, seqs, seed, window};
+}
+
+TEST(PagedAttention, SplitRowsAreBitwiseTheBatchedRows) {
+  // Each sequence alone with its partitions spread over the threads (a batch of one has few
+  // items) gives the bits of the same sequence in a batch of twelve walked whole item by item.
+  for (int64_t window : {int64_t{0}, int64_t{700}}) {
+    const Batch b = make_batch(mixed_long_case(801, window));
+    for (cpu::Isa isa : testing::isas_to_test()) {
+      IsaScope scope(isa);
+      const std::vector<float> batched = b.run(AttentionSplit::kNever);
+      std::vector<float> alone(batched.size(), std::nanf(""));
+      for (int64_t s = 0; s < b.num_seqs; ++s) b.run_seqs(s, 1, AttentionSplit::kAlways, alone.data());
+      const size_t at = first_bit_difference(alone, batched);
+      EXPECT_EQ(at, batched.size()) << "isa=" << cpu::isa_name(isa) << " window=" << window
+                                    << " differs at token " << at / (b.num_heads * b.c.head_dim);
+    }
+  }
+}
+
+TEST(PagedAttention, ThreadCountDoesNotChangeBits) {
+  // One thread walks whole items; two and three split the long decode rows and schedule the
+  // partitions differently.
+  const Batch b = make_batch({1, 4, 64, 16, KvType::kBF16, {{4500, 1}, {2500, 1}}, 802});
+  const int saved = omp_get_max_threads();
+  for (cpu::Isa isa : testing::isas_to_test()) {
+    IsaScope scope(isa);
+    omp_set_num_threads(1);
+    const std::vector<float> one = b.run(AttentionSplit::kAuto);
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      const std::vector<float> many = b.run(AttentionSplit::kAuto);
+      EXPECT_EQ(first_bit_difference(many, one), one.size())
+          << "isa=" << cpu::isa_name(isa) << " threads=" << threads;
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(PagedAttentionPlan, SplitsOnlyFewItemsWithLongContexts) {
+  const Batch decode = make_batch({2, 4, 64, 16, KvType::kBF16, {{4200, 1}}, 803});
+  auto plan_split = [&](const Batch& b, AttentionSplit split, int threads) {
+    PagedAttentionParams p = b.params;
+    p.split = split;
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    AlignedBuffer workspace(paged_attention_workspace_bytes(p, 5000, threads));
+    const attention::Plan plan(p, b.block_tables.data(), b.seq_lens.data(),
+                               b.query_start_loc.data(), workspace.data());
+    omp_set_num_threads(saved);
+    return plan.split();
+  };
+  // One long decode sequence, two kv heads: 2 items, 9 partitions each.
+  EXPECT_TRUE(plan_split(decode, AttentionSplit::kAuto, 2));
+  EXPECT_TRUE(plan_split(decode, AttentionSplit::kAuto, 16));
+  EXPECT_FALSE(plan_split(decode, AttentionSplit::kAuto, 1));  // nothing to share
+  EXPECT_TRUE(plan_split(decode, AttentionSplit::kAlways, 1));
+  EXPECT_FALSE(plan_split(decode, AttentionSplit::kNever, 16));
+  // A short context has one partition per item: nothing to split.
+  const Batch short_decode = make_batch({2, 4, 64, 16, KvType::kBF16, {{300, 1}}, 804});
+  EXPECT_FALSE(plan_split(short_decode, AttentionSplit::kAuto, 16));
+  // A prefill of 64 tokens has 32 items: enough for 2 threads, split for 16.
+  const Batch prefill = make_batch({2, 4, 64, 16, KvType::kBF16, {{1000, 64}}, 805});
+  EXPECT_FALSE(plan_split(prefill, AttentionSplit::kAuto, 2));
+  EXPECT_FALSE(plan_split(prefill, AttentionSplit::kAlways, 2));
+  EXPECT_TRUE(plan_split(prefill, AttentionSplit::kAuto, 16));
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // Paged attention on AVX2 + FMA: the algorithm of avx512/attention_avx512.cc (read its header)
 // on 8-lane vectors. Work item = (sequence, kv head, group of query tokens × the query heads that
-// share the kv head); keys in tiles of kKvTile through the block table, online softmax.
+// share the kv head); keys in tiles of kKvTile through the block table, online softmax from
+// scratch per partition of attention::kPartitionKeys keys at absolute positions; partials merged
+// in partition order by merge_partial, by the thread that walks the whole item or, when the
+// items are too few for the threads (attention_plan.h), by a combine pass over partials that
+// the threads stored in the workspace. Bitwise the same either way, and batch-invariant.
 //
 // Sliding window: row i (a query at position p_i) sees keys [lo_i, p_i], lo_i = max(0, p_i - W + 1).
 // An item walks keys from lo of its first row, so no block-table entry before the window of the
@@ -17,48 +21,47 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/attention_plan.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/vec_math.h"
 
 namespace vellum::kernels::avx2 {
 namespace {
 
-constexpr int kMaxRows = 16;  // query rows per work item: bounds the tile buffers
+using attention::ItemRows;
+using attention::kMaxRows;
+using attention::Partial;
+using attention::Plan;
+
 constexpr int kKvTile = 32;   // keys per online-softmax step (four vectors of scores)
 constexpr int kMaxD = static_cast<int>(kMaxAttentionHeadDim);
+static_assert(attention::kPartitionKeys % kKvTile == 0, "a tile never straddles two partitions");
 
-struct Item {
-  int64_t seq;
-  int64_t kv_head;
-  int64_t head_group;
-  int64_t tok0;  // first query token of the item, relative to the sequence's first query token
-};
-
-struct Geometry {
-  int64_t group;            // query heads per kv head
-  int64_t heads_per_item;   // divides group, <= kMaxRows
-  int64_t num_head_groups;  // group / heads_per_item
-  int64_t tokens_per_item;
-};
-
-Geometry make_geometry(const PagedAttentionParams& p) {
-  Geometry g;
-  g.group = p.num_heads / p.num_kv_heads;
-  g.heads_per_item = std::min<int64_t>(g.group, kMaxRows);
-  while (g.group % g.heads_per_item != 0) --g.heads_per_item;
-  g.num_head_groups = g.group / g.heads_per_item;
-  g.tokens_per_item = std::max<int64_t>(1, kMaxRows / g.heads_per_item);
-  return g;
-}
-
-// Per-thread tiles (on the stack: ~100 KB). Rows are zero past head_dim up to a multiple of 8.
-struct Tiles {
-  alignas(32) float q[kMaxRows][kMaxD];    // scaled queries
-  alignas(32) float acc[kMaxRows][kMaxD];  // unnormalised outputs
-  alignas(32) float k[kKvTile][kMaxD];     // converted keys (f16/bf16 caches)
-  alignas(32) float p[kMaxRows][kKvTile];  // scores, then probabilities
+// Online-softmax state of an item's rows: running max m, sum l of e^(s - m), and the
+// unnormalised outputs acc.
+struct RowStates {
+  alignas(32) float acc[kMaxRows][kMaxD];
   float m[kMaxRows];
   float l[kMaxRows];
+};
+
+// Per-thread tiles (on the stack: ~85 KB). Rows are zero past head_dim up to a multiple of 8.
+struct Tiles {
+  alignas(32) float q[kMaxRows][kMaxD];    // scaled queries
+  alignas(32) float k[kKvTile][kMaxD];     // converted keys (f16/bf16 caches)
+  alignas(32) float p[kMaxRows][kKvTile];  // scores, then probabilities
+  RowStates part;                          // the current partition's
+  RowStates total;                         // merged over the partitions so far
+};
+
+// The arguments of paged_attention that the per-item functions read.
+struct Inputs {
+  float* out;
+  const float* q;
+  int64_t q_stride;
+  const void* k_cache;
+  const void* v_cache;
+  const PagedAttentionParams& p;
 };
 
 // 8 head-dim values of a cache row as f32; the two-argument form reads only the first n < 8
@@ -124,7 +127,7 @@ void pv_chunk(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_
               int64_t tail) {
   __m256 a[kRows];
 #pragma GCC unroll 4
-  for (int r = 0; r < kRows; ++r) a[r] = _mm256_load_ps(&tl.acc[i0 + r][c]);
+  for (int r = 0; r < kRows; ++r) a[r] = _mm256_load_ps(&tl.part.acc[i0 + r][c]);
   for (int64_t t = 0; t < nt; ++t) {
     const __m256 vv = kTail ? Kv::load(v_rows[t] + c, tail) : Kv::load(v_rows[t] + c);
 #pragma GCC unroll 4
@@ -133,7 +136,7 @@ void pv_chunk(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < kRows; ++r) _mm256_store_ps(&tl.acc[i0 + r][c], a[r]);
+  for (int r = 0; r < kRows; ++r) _mm256_store_ps(&tl.part.acc[i0 + r][c], a[r]);
 }
 
 template <int kRows, class Kv>
@@ -143,63 +146,66 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
   if (full < d) pv_chunk<kRows, true, Kv>(tl, i0, v_rows, nt, full, d - full);
 }
 
+// tl.q := the item's queries times the scale, zero past head_dim up to a multiple of 8.
+void load_queries(const Inputs& in, const ItemRows& r, Tiles& tl) {
+  const int64_t d = in.p.head_dim;
+  const int64_t d_pad = (d + 7) / 8 * 8;
+  const __m256 scale = _mm256_set1_ps(in.p.scale);
+  for (int64_t i = 0; i < r.num_rows; ++i) {
+    const float* src = in.q + (r.q_token0 + i / r.heads) * in.q_stride + (r.head0 + i % r.heads) * d;
+    for (int64_t c = 0; c < d_pad; c += 8) {
+      _mm256_store_ps(&tl.q[i][c], _mm256_mul_ps(load_f32(src + c, d - c), scale));
+    }
+  }
+}
+
+void reset(RowStates& s, int64_t num_rows, int64_t d_pad) {
+  for (int64_t i = 0; i < num_rows; ++i) {
+    for (int64_t c = 0; c < d_pad; c += 8) _mm256_store_ps(&s.acc[i][c], _mm256_setzero_ps());
+    s.m[i] = -std::numeric_limits<float>::infinity();
+    s.l[i] = 0.0f;
+  }
+}
+
+// tl.part := the online softmax of the item's rows over the keys of one partition (tl.q loaded).
 template <class Kv>
-void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q_stride,
-              const void* k_cache, const void* v_cache, const int32_t* block_tables,
-              const int32_t* seq_lens, const int32_t* query_start_loc,
-              const PagedAttentionParams& p, const Geometry& g) {
+void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int64_t partition,
+                      Tiles& tl) {
+  const PagedAttentionParams& p = in.p;
   const int64_t d = p.head_dim;
   const int64_t d_pad = (d + 7) / 8 * 8;
-  const int64_t q_begin = query_start_loc[item.seq];
-  const int64_t q_len = query_start_loc[item.seq + 1] - q_begin;
-  const int64_t first_pos = seq_lens[item.seq] - q_len;  // position of the first query token
-  const int64_t num_tokens = std::min(g.tokens_per_item, q_len - item.tok0);
-  const int64_t hpi = g.heads_per_item;
-  const int64_t num_rows = num_tokens * hpi;  // row i: token tok0 + i / hpi, head i % hpi
-  const int64_t head0 = item.kv_head * g.group + item.head_group * hpi;
-  const int32_t* table = block_tables + item.seq * p.max_blocks_per_seq;
-  const int64_t item_pos0 = first_pos + item.tok0;  // position of the item's first token
+  const int64_t hpi = r.heads;
+  const int64_t num_rows = r.num_rows;
   const int64_t window = p.sliding_window;
-  auto row_pos = [&](int64_t i) { return item_pos0 + i / hpi; };
+  auto row_pos = [&](int64_t i) { return r.pos0 + i / hpi; };
   auto row_lo = [&](int64_t i) {
     return window > 0 ? std::max<int64_t>(0, row_pos(i) - window + 1) : int64_t{0};
   };
-  auto out_row = [&](int64_t i) {
-    return (q_begin + item.tok0 + i / hpi) * p.num_heads + head0 + i % hpi;
-  };
-
-  const __m256 scale = _mm256_set1_ps(p.scale);
-  for (int64_t i = 0; i < num_rows; ++i) {
-    const float* src = q + (q_begin + item.tok0 + i / hpi) * q_stride + (head0 + i % hpi) * d;
-    for (int64_t c = 0; c < d_pad; c += 8) {
-      _mm256_store_ps(&tl.q[i][c], _mm256_mul_ps(load_f32(src + c, d - c), scale));
-      _mm256_store_ps(&tl.acc[i][c], _mm256_setzero_ps());
-    }
-    tl.m[i] = -std::numeric_limits<float>::infinity();
-    tl.l[i] = 0.0f;
-  }
+  reset(tl.part, num_rows, d_pad);
 
   // Key tiles start at multiples of kKvTile whatever the item's first row, so a row sums its
   // keys in the same tiles however the queries were grouped into items (chunked prefill, other
   // requests sharing the step): batch invariance. Keys before the item's window (kv_first) are
   // never read: their slots in the first tile repeat key kv_first and are masked like any key
   // outside a row's window (no change without a sliding window: kv_first is 0).
-  const int64_t kv_first = row_lo(0);
-  const int64_t kv_begin = kv_first / kKvTile * kKvTile;
-  const int64_t kv_end = row_pos(num_rows - 1) + 1;
+  const int64_t kv_first = r.key_begin;
+  const int64_t kv_begin =
+      std::max(kv_first, partition * attention::kPartitionKeys) / kKvTile * kKvTile;
+  const int64_t kv_end = std::min(r.key_end, (partition + 1) * attention::kPartitionKeys);
   using T = typename Kv::T;
   constexpr bool kConvertK = !std::is_same_v<T, float>;
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
-  const T* k_base = static_cast<const T*>(k_cache);
-  const T* v_base = static_cast<const T*>(v_cache);
-  // Element offsets of the cache rows of keys [t_begin, t_begin + kKvTile) (clipped to kv_end).
+  const T* k_base = static_cast<const T*>(in.k_cache);
+  const T* v_base = static_cast<const T*>(in.v_cache);
+  // Element offsets of the cache rows of keys [t_begin, t_begin + kKvTile) (clipped to the
+  // item's last key).
   auto tile_offsets = [&](int64_t t_begin, int64_t* offsets) {
-    const int64_t n = std::min<int64_t>(kKvTile, kv_end - t_begin);
+    const int64_t n = std::min<int64_t>(kKvTile, r.key_end - t_begin);
     const int64_t skip = std::max<int64_t>(0, kv_first - t_begin);  // < n
     int64_t block = (t_begin + skip) / p.block_size;
     int64_t offset = (t_begin + skip) % p.block_size;
     for (int64_t t = skip; t < n; ++t) {
-      offsets[t] = ((int64_t{table[block]} * p.num_kv_heads + item.kv_head) * p.block_size + offset) * d;
+      offsets[t] = ((int64_t{r.block_table[block]} * p.num_kv_heads + kv_head) * p.block_size + offset) * d;
       if (++offset == p.block_size) {
         offset = 0;
         ++block;
@@ -208,6 +214,7 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
     for (int64_t t = 0; t < skip; ++t) offsets[t] = offsets[skip];
     return n;
   };
+  // The next tile may be the next partition's first: the stream does not stall at partition ends.
   auto prefetch = [&](const int64_t* offsets, int64_t n) {
     for (int64_t t = 0; t < n; ++t) {
       const char* k_row = reinterpret_cast<const char*>(k_base + offsets[t]);
@@ -227,12 +234,12 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t t0 = kv_begin; t0 < kv_end; t0 += kKvTile) {
     const int64_t nt = std::min<int64_t>(kKvTile, kv_end - t0);
-    if (t0 + kKvTile < kv_end) prefetch(next_offsets, tile_offsets(t0 + kKvTile, next_offsets));
+    if (t0 + kKvTile < r.key_end) prefetch(next_offsets, tile_offsets(t0 + kKvTile, next_offsets));
     // Rows that see at least one of these keys: position >= t0 (causal) and window start
     // < t0 + nt. Positions grow with the row index, so both bounds are row ranges.
-    const int64_t row_begin = std::max<int64_t>(0, t0 - item_pos0) * hpi;
+    const int64_t row_begin = std::max<int64_t>(0, t0 - r.pos0) * hpi;
     const int64_t row_end =
-        window > 0 ? std::min(num_rows, std::max<int64_t>(0, t0 + nt + window - 1 - item_pos0) * hpi)
+        window > 0 ? std::min(num_rows, std::max<int64_t>(0, t0 + nt + window - 1 - r.pos0) * hpi)
                    : num_rows;
     for (int64_t t = 0; t < nt; ++t) {
       v_rows[t] = v_base + offsets[t];
@@ -275,8 +282,8 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
         s[v] = _mm256_blendv_ps(neg_inf, s[v], valid[v]);
         vmax = _mm256_max_ps(vmax, s[v]);
       }
-      const float m_new = std::max(tl.m[i], reduce_max(vmax));
-      const float alpha = std::exp(tl.m[i] - m_new);  // 0 on the first tile (m = -inf)
+      const float m_new = std::max(tl.part.m[i], reduce_max(vmax));
+      const float alpha = std::exp(tl.part.m[i] - m_new);  // 0 on the first tile (m = -inf)
       const __m256 mv = _mm256_set1_ps(m_new);
       __m256 sum = _mm256_setzero_ps();
 #pragma GCC unroll 4
@@ -285,12 +292,12 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
         _mm256_store_ps(&tl.p[i][8 * v], pv);
         sum = _mm256_add_ps(sum, pv);
       }
-      tl.l[i] = tl.l[i] * alpha + reduce_add(sum);
-      tl.m[i] = m_new;
+      tl.part.l[i] = tl.part.l[i] * alpha + reduce_add(sum);
+      tl.part.m[i] = m_new;
       if (alpha != 1.0f) {
         const __m256 av = _mm256_set1_ps(alpha);
         for (int64_t c = 0; c < d_pad; c += 8) {
-          _mm256_store_ps(&tl.acc[i][c], _mm256_mul_ps(_mm256_load_ps(&tl.acc[i][c]), av));
+          _mm256_store_ps(&tl.part.acc[i][c], _mm256_mul_ps(_mm256_load_ps(&tl.part.acc[i][c]), av));
         }
       }
     }
@@ -306,68 +313,124 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
     }
     std::copy(next_offsets, next_offsets + kKvTile, offsets);
   }
+}
 
-  for (int64_t i = 0; i < num_rows; ++i) {
-    const __m256 inv_l = _mm256_set1_ps(1.0f / tl.l[i]);
-    float* dst = out + out_row(i) * d;
+// Folds row i's partial of one partition (m_p, l_p, acc_p) into its running total. The only place
+// partials meet, for the walk of a whole item and for the pass that combines split partitions
+// alike: so both round the same. Explicit FMAs: GCC may contract a · b + c or not, per call site.
+void merge_partial(float m_p, float l_p, const float* acc_p, RowStates& total, int64_t i,
+                   int64_t d_pad) {
+  if (m_p == -std::numeric_limits<float>::infinity()) return;  // no key of the row there
+  const float m = std::max(total.m[i], m_p);
+  const float a = std::exp(total.m[i] - m);  // 0 for the row's first partition (m = -inf)
+  const float b = std::exp(m_p - m);
+  total.l[i] = std::fma(l_p, b, total.l[i] * a);
+  total.m[i] = m;
+  const __m256 av = _mm256_set1_ps(a);
+  const __m256 bv = _mm256_set1_ps(b);
+  for (int64_t c = 0; c < d_pad; c += 8) {
+    float* dst = &total.acc[i][c];
+    _mm256_store_ps(dst, _mm256_fmadd_ps(_mm256_load_ps(acc_p + c), bv,
+                                         _mm256_mul_ps(_mm256_load_ps(dst), av)));
+  }
+}
+
+// out rows of the item := total.acc / total.l.
+void write_output(const Inputs& in, const ItemRows& r, const RowStates& total) {
+  const int64_t d = in.p.head_dim;
+  for (int64_t i = 0; i < r.num_rows; ++i) {
+    const __m256 inv_l = _mm256_set1_ps(1.0f / total.l[i]);
+    float* dst = in.out + ((r.q_token0 + i / r.heads) * in.p.num_heads + r.head0 + i % r.heads) * d;
     for (int64_t c = 0; c < d; c += 8) {
-      const __m256 r = _mm256_mul_ps(_mm256_load_ps(&tl.acc[i][c]), inv_l);
+      const __m256 x = _mm256_mul_ps(_mm256_load_ps(&total.acc[i][c]), inv_l);
       if (d - c >= 8) {
-        _mm256_storeu_ps(dst + c, r);
+        _mm256_storeu_ps(dst + c, x);
       } else {
-        store_f32(dst + c, r, d - c);
+        store_f32(dst + c, x, d - c);
       }
+    }
+  }
+}
+
+// A whole item on one thread: its partitions in order, each merged into the total as it ends.
+template <class Kv>
+void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
+  const attention::Item item = plan.item(item_idx);
+  const ItemRows r = plan.rows(item);
+  const int64_t d_pad = (in.p.head_dim + 7) / 8 * 8;
+  load_queries(in, r, tl);
+  reset(tl.total, r.num_rows, d_pad);
+  for (int64_t part = r.partition_begin; part < r.partition_end; ++part) {
+    attend_partition<Kv>(in, r, item.kv_head, part, tl);
+    for (int64_t i = 0; i < r.num_rows; ++i) {
+      merge_partial(tl.part.m[i], tl.part.l[i], tl.part.acc[i], tl.total, i, d_pad);
+    }
+  }
+  write_output(in, r, tl.total);
+}
+
+// One partition of an item, its partial stored in the plan's slot.
+template <class Kv>
+void run_unit(const Inputs& in, const Plan& plan, int64_t unit_idx, Tiles& tl) {
+  const attention::Unit unit = plan.unit(unit_idx);
+  const ItemRows r = plan.rows(unit.item);
+  load_queries(in, r, tl);
+  attend_partition<Kv>(in, r, unit.item.kv_head, r.partition_begin + unit.offset, tl);
+  const Partial dst = plan.partial(unit.item_idx, unit.offset);
+  const int64_t d_pad = (in.p.head_dim + 7) / 8 * 8;
+  for (int64_t i = 0; i < r.num_rows; ++i) {
+    dst.m[i] = tl.part.m[i];
+    dst.l[i] = tl.part.l[i];
+    for (int64_t c = 0; c < d_pad; c += 8) {
+      _mm256_store_ps(dst.acc + i * dst.acc_stride + c, _mm256_load_ps(&tl.part.acc[i][c]));
+    }
+  }
+}
+
+// The stored partials of a split item, merged in partition order as run_item does.
+void combine_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
+  const ItemRows r = plan.rows(plan.item(item_idx));
+  const int64_t d_pad = (in.p.head_dim + 7) / 8 * 8;
+  reset(tl.total, r.num_rows, d_pad);
+  for (int64_t offset = 0; offset < r.partition_end - r.partition_begin; ++offset) {
+    const Partial src = plan.partial(item_idx, offset);
+    for (int64_t i = 0; i < r.num_rows; ++i) {
+      merge_partial(src.m[i], src.l[i], src.acc + i * src.acc_stride, tl.total, i, d_pad);
+    }
+  }
+  write_output(in, r, tl.total);
+}
+
+template <class Kv>
+void run(const Inputs& in, const Plan& plan) {
+#pragma omp parallel
+  {
+    Tiles tiles;
+    if (!plan.split()) {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t idx = 0; idx < plan.num_items(); ++idx) run_item<Kv>(in, plan, idx, tiles);
+    } else {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = 0; u < plan.num_units(); ++u) run_unit<Kv>(in, plan, u, tiles);
+      // (the implicit barrier: every partial is stored)
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t idx = 0; idx < plan.num_items(); ++idx) combine_item(in, plan, idx, tiles);
     }
   }
 }
 
 }  // namespace
 
-size_t paged_attention_workspace_bytes(const PagedAttentionParams& params) {
-  return static_cast<size_t>(params.num_seqs + 1) * sizeof(int64_t);
-}
-
 void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
                      const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
                      const int32_t* query_start_loc, const PagedAttentionParams& p,
                      void* workspace) {
-  const Geometry g = make_geometry(p);
-  // item_start: (num_seqs + 1) prefix sums of work items per sequence.
-  auto* item_start = static_cast<int64_t*>(workspace);
-  const int64_t items_per_tile = p.num_kv_heads * g.num_head_groups;
-  item_start[0] = 0;
-  for (int64_t s = 0; s < p.num_seqs; ++s) {
-    const int64_t q_len = query_start_loc[s + 1] - query_start_loc[s];
-    const int64_t num_tiles = (q_len + g.tokens_per_item - 1) / g.tokens_per_item;
-    item_start[s + 1] = item_start[s] + num_tiles * items_per_tile;
-  }
-  const int64_t num_items = item_start[p.num_seqs];
-
-#pragma omp parallel
-  {
-    Tiles tiles;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t idx = 0; idx < num_items; ++idx) {
-      const int64_t s = std::upper_bound(item_start, item_start + p.num_seqs + 1, idx) - item_start - 1;
-      const int64_t local = idx - item_start[s];
-      const int64_t rest = local % items_per_tile;
-      const Item item{s, rest / g.num_head_groups, rest % g.num_head_groups,
-                      local / items_per_tile * g.tokens_per_item};
-      switch (p.kv_type) {
-        case KvType::kF32:
-          run_item<KvF32>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
-                          seq_lens, query_start_loc, p, g);
-          break;
-        case KvType::kF16:
-          run_item<KvF16>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
-                          seq_lens, query_start_loc, p, g);
-          break;
-        case KvType::kBF16:
-          run_item<KvBF16>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
-                           seq_lens, query_start_loc, p, g);
-          break;
-      }
-    }
+  const Plan plan(p, block_tables, seq_lens, query_start_loc, workspace);
+  const Inputs in{out, q, q_stride, k_cache, v_cache, p};
+  switch (p.kv_type) {
+    case KvType::kF32: return run<KvF32>(in, plan);
+    case KvType::kF16: return run<KvF16>(in, plan);
+    case KvType::kBF16: return run<KvBF16>(in, plan);
   }
 }
 

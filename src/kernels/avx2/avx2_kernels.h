@@ -36,7 +36,6 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                      const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
                      const int32_t* query_start_loc, const PagedAttentionParams& params,
                      void* workspace);
-size_t paged_attention_workspace_bytes(const PagedAttentionParams& params);
 
 // y (m, n_out) = x (m, n_in) · Wᵀ on detail::PackedWeights of type kF32, kF16 or kBF16
 // (weights widened to f32, FMA, f32 accumulation). Needs no scratch.

@@ -5,15 +5,22 @@
 // K/V row is read from the cache (and converted from f16/bf16) once per group instead of once
 // per head. Keys are walked in tiles of kKvTile tokens through the block table with an online
 // (flash-attention) softmax: running max m and sum l per row, f32 accumulators rescaled by
-// e^(m_old - m_new). Items are scheduled dynamically over OpenMP threads, so a decode batch
-// (many sequences × kv heads) and one long prefill (many query tiles) both fill the threads.
+// e^(m_old - m_new).
+// Partitions (split-K, flash-decoding): an item's keys are cut at absolute multiples of
+// attention::kPartitionKeys (512). Each partition runs the online softmax from scratch, and its
+// partial (m, l, acc) is merged into the row's total in partition order by merge_partial. When
+// the items are many (a decode batch, a long prefill), each thread walks whole items and merges
+// as it goes. When they are few (one long decode sequence, few kv heads: attention_plan.h
+// decides), the (item, partition) units are spread over the threads, which store their partials
+// in the workspace; a second pass merges them in partition order with the same merge_partial and
+// normalises. Both ways compute every partition and every merge alike, so the output is bitwise
+// the same, and since tiles and partitions sit at absolute key positions, a row's result does not
+// depend on the other rows of its item or batch either (batch invariance).
 // Sliding window: row i (a query at position p_i) sees keys [lo_i, p_i], lo_i = max(0, p_i - W + 1).
 // An item walks keys from lo of its first row, so no block-table entry before the window of the
 // sequence's first query token is ever read; per tile, rows whose window has not started or has
 // already ended are skipped, and the others mask keys outside [lo_i, p_i].
 // Logit softcap: s = cap · tanh(s / cap) on the scaled scores before the max.
-// Not done: splitting one long decode context across threads (flash-decoding); with few
-// sequences and few kv heads the threads outnumber the items.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,48 +28,47 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/attention_plan.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/vec_math.h"
 
 namespace vellum::kernels::avx512 {
 namespace {
 
-constexpr int kMaxRows = 16;   // query rows per work item: bounds registers and tile buffers
+using attention::ItemRows;
+using attention::kMaxRows;
+using attention::Partial;
+using attention::Plan;
+
 constexpr int kKvTile = 32;    // keys per online-softmax step (two vectors of scores)
 constexpr int kMaxD = static_cast<int>(kMaxAttentionHeadDim);
+static_assert(attention::kPartitionKeys % kKvTile == 0, "a tile never straddles two partitions");
 
-struct Item {
-  int64_t seq;
-  int64_t kv_head;
-  int64_t head_group;
-  int64_t tok0;  // first query token of the item, relative to the sequence's first query token
-};
-
-struct Geometry {
-  int64_t group;            // query heads per kv head
-  int64_t heads_per_item;   // divides group, <= kMaxRows
-  int64_t num_head_groups;  // group / heads_per_item
-  int64_t tokens_per_item;
-};
-
-Geometry make_geometry(const PagedAttentionParams& p) {
-  Geometry g;
-  g.group = p.num_heads / p.num_kv_heads;
-  g.heads_per_item = std::min<int64_t>(g.group, kMaxRows);
-  while (g.group % g.heads_per_item != 0) --g.heads_per_item;
-  g.num_head_groups = g.group / g.heads_per_item;
-  g.tokens_per_item = std::max<int64_t>(1, kMaxRows / g.heads_per_item);
-  return g;
-}
-
-// Per-thread tiles (on the stack: ~100 KB, well inside an OpenMP worker's stack).
-struct Tiles {
-  alignas(64) float q[kMaxRows][kMaxD];    // scaled queries
-  alignas(64) float acc[kMaxRows][kMaxD];  // unnormalised outputs
-  alignas(64) float k[kKvTile][kMaxD];     // converted keys (f16/bf16 caches)
-  alignas(64) float p[kMaxRows][kKvTile];  // scores, then probabilities
+// Online-softmax state of an item's rows: running max m, sum l of e^(s - m), and the
+// unnormalised outputs acc.
+struct RowStates {
+  alignas(64) float acc[kMaxRows][kMaxD];
   float m[kMaxRows];
   float l[kMaxRows];
+};
+
+// Per-thread tiles (on the stack: ~85 KB, well inside an OpenMP worker's stack).
+struct Tiles {
+  alignas(64) float q[kMaxRows][kMaxD];    // scaled queries
+  alignas(64) float k[kKvTile][kMaxD];     // converted keys (f16/bf16 caches)
+  alignas(64) float p[kMaxRows][kKvTile];  // scores, then probabilities
+  RowStates part;                          // the current partition's
+  RowStates total;                         // merged over the partitions so far
+};
+
+// The arguments of paged_attention that the per-item functions read.
+struct Inputs {
+  float* out;
+  const float* q;
+  int64_t q_stride;
+  const void* k_cache;
+  const void* v_cache;
+  const PagedAttentionParams& p;
 };
 
 // Loads 16 (masked) head-dim values of a cache row as f32.
@@ -131,7 +137,7 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
     const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
     __m512 a[kRows];
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) a[r] = _mm512_load_ps(&tl.acc[i0 + r][c * 16]);
+    for (int r = 0; r < kRows; ++r) a[r] = _mm512_load_ps(&tl.part.acc[i0 + r][c * 16]);
     for (int64_t t = 0; t < nt; ++t) {
       const __m512 vv = Kv::load(v_rows[t] + c * 16, m);
 #pragma GCC unroll 4
@@ -140,69 +146,76 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) _mm512_store_ps(&tl.acc[i0 + r][c * 16], a[r]);
+    for (int r = 0; r < kRows; ++r) _mm512_store_ps(&tl.part.acc[i0 + r][c * 16], a[r]);
   }
 }
 
+__mmask16 chunk_mask(int64_t c, int64_t num_chunks, __mmask16 last_mask) {
+  return c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
+}
+
+// tl.q := the item's queries times the scale, zero past head_dim.
+void load_queries(const Inputs& in, const ItemRows& r, Tiles& tl) {
+  const int64_t d = in.p.head_dim;
+  const int64_t num_chunks = (d + 15) / 16;
+  const __mmask16 last_mask = tail_mask(d - (num_chunks - 1) * 16);
+  const __m512 scale = _mm512_set1_ps(in.p.scale);
+  for (int64_t i = 0; i < r.num_rows; ++i) {
+    const float* src = in.q + (r.q_token0 + i / r.heads) * in.q_stride + (r.head0 + i % r.heads) * d;
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const __m512 x = _mm512_maskz_loadu_ps(chunk_mask(c, num_chunks, last_mask), src + c * 16);
+      _mm512_store_ps(&tl.q[i][c * 16], _mm512_mul_ps(x, scale));
+    }
+  }
+}
+
+void reset(RowStates& s, int64_t num_rows, int64_t num_chunks) {
+  for (int64_t i = 0; i < num_rows; ++i) {
+    for (int64_t c = 0; c < num_chunks; ++c) _mm512_store_ps(&s.acc[i][c * 16], _mm512_setzero_ps());
+    s.m[i] = -std::numeric_limits<float>::infinity();
+    s.l[i] = 0.0f;
+  }
+}
+
+// tl.part := the online softmax of the item's rows over the keys of one partition (tl.q loaded).
 template <class Kv>
-void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q_stride,
-              const void* k_cache, const void* v_cache, const int32_t* block_tables,
-              const int32_t* seq_lens, const int32_t* query_start_loc,
-              const PagedAttentionParams& p, const Geometry& g) {
+void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int64_t partition,
+                      Tiles& tl) {
+  const PagedAttentionParams& p = in.p;
   const int64_t d = p.head_dim;
   const int64_t num_chunks = (d + 15) / 16;
   const __mmask16 last_mask = tail_mask(d - (num_chunks - 1) * 16);
-  const int64_t q_begin = query_start_loc[item.seq];
-  const int64_t q_len = query_start_loc[item.seq + 1] - q_begin;
-  const int64_t first_pos = seq_lens[item.seq] - q_len;  // position of the first query token
-  const int64_t num_tokens = std::min(g.tokens_per_item, q_len - item.tok0);
-  const int64_t hpi = g.heads_per_item;
-  const int64_t num_rows = num_tokens * hpi;  // row i: token tok0 + i / hpi, head i % hpi
-  const int64_t head0 = item.kv_head * g.group + item.head_group * hpi;
-  const int32_t* table = block_tables + item.seq * p.max_blocks_per_seq;
-  const int64_t item_pos0 = first_pos + item.tok0;  // position of the item's first token
+  const int64_t hpi = r.heads;
+  const int64_t num_rows = r.num_rows;
   const int64_t window = p.sliding_window;
-  auto row_pos = [&](int64_t i) { return item_pos0 + i / hpi; };
+  auto row_pos = [&](int64_t i) { return r.pos0 + i / hpi; };
   auto row_lo = [&](int64_t i) {
     return window > 0 ? std::max<int64_t>(0, row_pos(i) - window + 1) : int64_t{0};
   };
-  auto out_row = [&](int64_t i) {
-    return (q_begin + item.tok0 + i / hpi) * p.num_heads + head0 + i % hpi;
-  };
-
-  const __m512 scale = _mm512_set1_ps(p.scale);
-  for (int64_t i = 0; i < num_rows; ++i) {
-    const float* src = q + (q_begin + item.tok0 + i / hpi) * q_stride + (head0 + i % hpi) * d;
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
-      _mm512_store_ps(&tl.q[i][c * 16], _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + c * 16), scale));
-      _mm512_store_ps(&tl.acc[i][c * 16], _mm512_setzero_ps());
-    }
-    tl.m[i] = -std::numeric_limits<float>::infinity();
-    tl.l[i] = 0.0f;
-  }
+  reset(tl.part, num_rows, num_chunks);
 
   // Key tiles start at multiples of kKvTile whatever the item's first row, so a row sums its
   // keys in the same tiles however the queries were grouped into items (chunked prefill, other
   // requests sharing the step): batch invariance. Keys before the item's window (kv_first) are
   // never read: their slots in the first tile repeat key kv_first and are masked like any key
   // outside a row's window (no change without a sliding window: kv_first is 0).
-  const int64_t kv_first = row_lo(0);
-  const int64_t kv_begin = kv_first / kKvTile * kKvTile;
-  const int64_t kv_end = row_pos(num_rows - 1) + 1;
+  const int64_t kv_first = r.key_begin;
+  const int64_t kv_begin =
+      std::max(kv_first, partition * attention::kPartitionKeys) / kKvTile * kKvTile;
+  const int64_t kv_end = std::min(r.key_end, (partition + 1) * attention::kPartitionKeys);
   using T = typename Kv::T;
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
-  const T* k_base = static_cast<const T*>(k_cache);
-  const T* v_base = static_cast<const T*>(v_cache);
-  // Element offsets of the cache rows of keys [t_begin, t_begin + kKvTile) (clipped to kv_end),
-  // walking the block table without a division per key.
+  const T* k_base = static_cast<const T*>(in.k_cache);
+  const T* v_base = static_cast<const T*>(in.v_cache);
+  // Element offsets of the cache rows of keys [t_begin, t_begin + kKvTile) (clipped to the
+  // item's last key), walking the block table without a division per key.
   auto tile_offsets = [&](int64_t t_begin, int64_t* offsets) {
-    const int64_t n = std::min<int64_t>(kKvTile, kv_end - t_begin);
+    const int64_t n = std::min<int64_t>(kKvTile, r.key_end - t_begin);
     const int64_t skip = std::max<int64_t>(0, kv_first - t_begin);  // < n
     int64_t block = (t_begin + skip) / p.block_size;
     int64_t offset = (t_begin + skip) % p.block_size;
     for (int64_t t = skip; t < n; ++t) {
-      offsets[t] = ((int64_t{table[block]} * p.num_kv_heads + item.kv_head) * p.block_size + offset) * d;
+      offsets[t] = ((int64_t{r.block_table[block]} * p.num_kv_heads + kv_head) * p.block_size + offset) * d;
       if (++offset == p.block_size) {
         offset = 0;
         ++block;
@@ -212,7 +225,8 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
     return n;
   };
   // Blocks are scattered, so each is a new short stream the hardware prefetcher has to find;
-  // prefetching the next tile's K/V rows while this one is computed keeps DRAM busy.
+  // prefetching the next tile's K/V rows while this one is computed keeps DRAM busy. The next
+  // tile may be the next partition's first: the stream does not stall at partition ends.
   auto prefetch = [&](const int64_t* offsets, int64_t n) {
     for (int64_t t = 0; t < n; ++t) {
       const char* k_row = reinterpret_cast<const char*>(k_base + offsets[t]);
@@ -231,12 +245,12 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
   const float cap = p.logit_softcap;
   for (int64_t t0 = kv_begin; t0 < kv_end; t0 += kKvTile) {
     const int64_t nt = std::min<int64_t>(kKvTile, kv_end - t0);
-    if (t0 + kKvTile < kv_end) prefetch(next_offsets, tile_offsets(t0 + kKvTile, next_offsets));
+    if (t0 + kKvTile < r.key_end) prefetch(next_offsets, tile_offsets(t0 + kKvTile, next_offsets));
     // Rows that see at least one of these keys: position >= t0 (causal) and window start
     // < t0 + nt. Positions grow with the row index, so both bounds are row ranges.
-    const int64_t row_begin = std::max<int64_t>(0, t0 - item_pos0) * hpi;
+    const int64_t row_begin = std::max<int64_t>(0, t0 - r.pos0) * hpi;
     const int64_t row_end =
-        window > 0 ? std::min(num_rows, std::max<int64_t>(0, t0 + nt + window - 1 - item_pos0) * hpi)
+        window > 0 ? std::min(num_rows, std::max<int64_t>(0, t0 + nt + window - 1 - r.pos0) * hpi)
                    : num_rows;
     for (int64_t t = 0; t < nt; ++t) {
       v_rows[t] = v_base + offsets[t];
@@ -244,13 +258,12 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
         k_rows[t] = k_base + offsets[t];
       } else {  // keys are reused by every row and 16 at a time: convert once
         for (int64_t c = 0; c < num_chunks; ++c) {
-          const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
-          _mm512_store_ps(&tl.k[t][c * 16], Kv::load(k_base + offsets[t] + c * 16, m));
+          _mm512_store_ps(&tl.k[t][c * 16],
+                          Kv::load(k_base + offsets[t] + c * 16, chunk_mask(c, num_chunks, last_mask)));
         }
         k_rows[t] = tl.k[t];
       }
     }
-
     // Scores, 16 keys at a time per row.
     for (int64_t t = nt; t < kKvTile; ++t) k_rows[t] = k_rows[0];
     for (int64_t i = row_begin; i < row_end; ++i) {
@@ -275,19 +288,19 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
         s0 = _mm512_mask_mul_ps(neg_inf, v0, cap_v, tanh_ps(_mm512_mul_ps(s0, inv_cap)));
         s1 = _mm512_mask_mul_ps(neg_inf, v1, cap_v, tanh_ps(_mm512_mul_ps(s1, inv_cap)));
       }
-      const float m_new = std::max(tl.m[i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
-      const float alpha = std::exp(tl.m[i] - m_new);  // 0 on the first tile (m = -inf)
+      const float m_new = std::max(tl.part.m[i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
+      const float alpha = std::exp(tl.part.m[i] - m_new);  // 0 on the first tile (m = -inf)
       const __m512 mv = _mm512_set1_ps(m_new);
       const __m512 p0 = _mm512_maskz_mov_ps(v0, exp_ps(_mm512_sub_ps(s0, mv)));
       const __m512 p1 = _mm512_maskz_mov_ps(v1, exp_ps(_mm512_sub_ps(s1, mv)));
       _mm512_store_ps(&tl.p[i][0], p0);
       _mm512_store_ps(&tl.p[i][16], p1);
-      tl.l[i] = tl.l[i] * alpha + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
-      tl.m[i] = m_new;
+      tl.part.l[i] = tl.part.l[i] * alpha + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+      tl.part.m[i] = m_new;
       if (alpha != 1.0f) {
         const __m512 av = _mm512_set1_ps(alpha);
         for (int64_t c = 0; c < num_chunks; ++c) {
-          _mm512_store_ps(&tl.acc[i][c * 16], _mm512_mul_ps(_mm512_load_ps(&tl.acc[i][c * 16]), av));
+          _mm512_store_ps(&tl.part.acc[i][c * 16], _mm512_mul_ps(_mm512_load_ps(&tl.part.acc[i][c * 16]), av));
         }
       }
     }
@@ -303,64 +316,122 @@ void run_item(const Item& item, Tiles& tl, float* out, const float* q, int64_t q
     }
     std::copy(next_offsets, next_offsets + kKvTile, offsets);
   }
+}
 
-  for (int64_t i = 0; i < num_rows; ++i) {
-    const __m512 inv_l = _mm512_set1_ps(1.0f / tl.l[i]);
-    float* dst = out + out_row(i) * d;
+// Folds row i's partial of one partition (m_p, l_p, acc_p) into its running total. The only place
+// partials meet, for the walk of a whole item and for the pass that combines split partitions
+// alike: so both round the same. Explicit FMAs: GCC may contract a · b + c or not, per call site.
+void merge_partial(float m_p, float l_p, const float* acc_p, RowStates& total, int64_t i,
+                   int64_t num_chunks) {
+  if (m_p == -std::numeric_limits<float>::infinity()) return;  // no key of the row there
+  const float m = std::max(total.m[i], m_p);
+  const float a = std::exp(total.m[i] - m);  // 0 for the row's first partition (m = -inf)
+  const float b = std::exp(m_p - m);
+  total.l[i] = std::fma(l_p, b, total.l[i] * a);
+  total.m[i] = m;
+  const __m512 av = _mm512_set1_ps(a);
+  const __m512 bv = _mm512_set1_ps(b);
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    float* dst = &total.acc[i][c * 16];
+    _mm512_store_ps(dst, _mm512_fmadd_ps(_mm512_load_ps(acc_p + c * 16), bv,
+                                         _mm512_mul_ps(_mm512_load_ps(dst), av)));
+  }
+}
+
+// out rows of the item := total.acc / total.l.
+void write_output(const Inputs& in, const ItemRows& r, const RowStates& total) {
+  const int64_t d = in.p.head_dim;
+  const int64_t num_chunks = (d + 15) / 16;
+  const __mmask16 last_mask = tail_mask(d - (num_chunks - 1) * 16);
+  for (int64_t i = 0; i < r.num_rows; ++i) {
+    const __m512 inv_l = _mm512_set1_ps(1.0f / total.l[i]);
+    float* dst = in.out + ((r.q_token0 + i / r.heads) * in.p.num_heads + r.head0 + i % r.heads) * d;
     for (int64_t c = 0; c < num_chunks; ++c) {
-      const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
-      _mm512_mask_storeu_ps(dst + c * 16, m, _mm512_mul_ps(_mm512_load_ps(&tl.acc[i][c * 16]), inv_l));
+      _mm512_mask_storeu_ps(dst + c * 16, chunk_mask(c, num_chunks, last_mask),
+                            _mm512_mul_ps(_mm512_load_ps(&total.acc[i][c * 16]), inv_l));
+    }
+  }
+}
+
+// A whole item on one thread: its partitions in order, each merged into the total as it ends.
+template <class Kv>
+void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
+  const attention::Item item = plan.item(item_idx);
+  const ItemRows r = plan.rows(item);
+  const int64_t num_chunks = (in.p.head_dim + 15) / 16;
+  load_queries(in, r, tl);
+  reset(tl.total, r.num_rows, num_chunks);
+  for (int64_t part = r.partition_begin; part < r.partition_end; ++part) {
+    attend_partition<Kv>(in, r, item.kv_head, part, tl);
+    for (int64_t i = 0; i < r.num_rows; ++i) {
+      merge_partial(tl.part.m[i], tl.part.l[i], tl.part.acc[i], tl.total, i, num_chunks);
+    }
+  }
+  write_output(in, r, tl.total);
+}
+
+// One partition of an item, its partial stored in the plan's slot.
+template <class Kv>
+void run_unit(const Inputs& in, const Plan& plan, int64_t unit_idx, Tiles& tl) {
+  const attention::Unit unit = plan.unit(unit_idx);
+  const ItemRows r = plan.rows(unit.item);
+  load_queries(in, r, tl);
+  attend_partition<Kv>(in, r, unit.item.kv_head, r.partition_begin + unit.offset, tl);
+  const Partial dst = plan.partial(unit.item_idx, unit.offset);
+  const int64_t num_chunks = (in.p.head_dim + 15) / 16;
+  for (int64_t i = 0; i < r.num_rows; ++i) {
+    dst.m[i] = tl.part.m[i];
+    dst.l[i] = tl.part.l[i];
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      _mm512_store_ps(dst.acc + i * dst.acc_stride + c * 16, _mm512_load_ps(&tl.part.acc[i][c * 16]));
+    }
+  }
+}
+
+// The stored partials of a split item, merged in partition order as run_item does.
+void combine_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
+  const ItemRows r = plan.rows(plan.item(item_idx));
+  const int64_t num_chunks = (in.p.head_dim + 15) / 16;
+  reset(tl.total, r.num_rows, num_chunks);
+  for (int64_t offset = 0; offset < r.partition_end - r.partition_begin; ++offset) {
+    const Partial src = plan.partial(item_idx, offset);
+    for (int64_t i = 0; i < r.num_rows; ++i) {
+      merge_partial(src.m[i], src.l[i], src.acc + i * src.acc_stride, tl.total, i, num_chunks);
+    }
+  }
+  write_output(in, r, tl.total);
+}
+
+template <class Kv>
+void run(const Inputs& in, const Plan& plan) {
+#pragma omp parallel
+  {
+    Tiles tiles;
+    if (!plan.split()) {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t idx = 0; idx < plan.num_items(); ++idx) run_item<Kv>(in, plan, idx, tiles);
+    } else {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = 0; u < plan.num_units(); ++u) run_unit<Kv>(in, plan, u, tiles);
+      // (the implicit barrier: every partial is stored)
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t idx = 0; idx < plan.num_items(); ++idx) combine_item(in, plan, idx, tiles);
     }
   }
 }
 
 }  // namespace
 
-size_t paged_attention_workspace_bytes(const PagedAttentionParams& params) {
-  return static_cast<size_t>(params.num_seqs + 1) * sizeof(int64_t);
-}
-
 void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
                      const void* v_cache, const int32_t* block_tables, const int32_t* seq_lens,
                      const int32_t* query_start_loc, const PagedAttentionParams& p,
                      void* workspace) {
-  const Geometry g = make_geometry(p);
-  // item_start: (num_seqs + 1) prefix sums of work items per sequence.
-  auto* item_start = static_cast<int64_t*>(workspace);
-  const int64_t items_per_tile = p.num_kv_heads * g.num_head_groups;
-  item_start[0] = 0;
-  for (int64_t s = 0; s < p.num_seqs; ++s) {
-    const int64_t q_len = query_start_loc[s + 1] - query_start_loc[s];
-    const int64_t num_tiles = (q_len + g.tokens_per_item - 1) / g.tokens_per_item;
-    item_start[s + 1] = item_start[s] + num_tiles * items_per_tile;
-  }
-  const int64_t num_items = item_start[p.num_seqs];
-
-#pragma omp parallel
-  {
-    Tiles tiles;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t idx = 0; idx < num_items; ++idx) {
-      const int64_t s = std::upper_bound(item_start, item_start + p.num_seqs + 1, idx) - item_start - 1;
-      const int64_t local = idx - item_start[s];
-      const int64_t rest = local % items_per_tile;
-      const Item item{s, rest / g.num_head_groups, rest % g.num_head_groups,
-                      local / items_per_tile * g.tokens_per_item};
-      switch (p.kv_type) {
-        case KvType::kF32:
-          run_item<KvF32>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
-                          seq_lens, query_start_loc, p, g);
-          break;
-        case KvType::kF16:
-          run_item<KvF16>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
-                          seq_lens, query_start_loc, p, g);
-          break;
-        case KvType::kBF16:
-          run_item<KvBF16>(item, tiles, out, q, q_stride, k_cache, v_cache, block_tables,
-                           seq_lens, query_start_loc, p, g);
-          break;
-      }
-    }
+  const Plan plan(p, block_tables, seq_lens, query_start_loc, workspace);
+  const Inputs in{out, q, q_stride, k_cache, v_cache, p};
+  switch (p.kv_type) {
+    case KvType::kF32: return run<KvF32>(in, plan);
+    case KvType::kF16: return run<KvF16>(in, plan);
+    case KvType::kBF16: return run<KvBF16>(in, plan);
   }
 }
 
