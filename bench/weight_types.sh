@@ -4,7 +4,8 @@
 #
 #   bench/weight_types.sh [VELLUM_BINARY] [TYPES...]
 #   env: ISAS="avx512_bf16 avx2" (VELLUM_ISA levels), MODELS=/tmp/vellum-1b (model cache),
-#        VOCAB=../shared/models/vocab/ggml-vocab-llama-bpe.gguf, BATCHED=1 (also 32 x 128/128)
+#        VOCAB=../shared/models/vocab/ggml-vocab-llama-bpe.gguf, BATCHED=1 (also 32 x 128/128),
+#        SHAPE=llama-3.2-1b (any make-model shape: qwen2.5-0.5b, gemma-3-1b, moe-8x-top2, ...)
 #
 # Run it through ../shared/bench/own-autogroup.sh on a quiet machine. Each line: type, ISA,
 # prefill-512 tok/s, decode tok/s with the share of the read bandwidth measured in the same run,
@@ -20,12 +21,13 @@ fi
 isas=${ISAS:-"avx512_bf16 avx2"}
 models=${MODELS:-/tmp/vellum-1b}
 vocab=${VOCAB:-../shared/models/vocab/ggml-vocab-llama-bpe.gguf}
+shape=${SHAPE:-llama-3.2-1b}
 mkdir -p "$models"
 
 for type in "${types[@]}"; do
-  model="$models/1b-$type.gguf"
+  model="$models/$shape-$type.gguf"
   if [ ! -f "$model" ]; then
-    "$vellum" make-model --shape llama-3.2-1b --dtype "$type" --vocab-from "$vocab" \
+    "$vellum" make-model --shape "$shape" --dtype "$type" --vocab-from "$vocab" \
       --output "$model" >/dev/null
   fi
   for isa in $isas; do
@@ -35,7 +37,7 @@ for type in "${types[@]}"; do
     prefill=$(echo "$out" | sed -n 's/^Prefill: .* = \([0-9.]*\) tokens\/s.*/\1/p' | head -1)
     decode=$(echo "$out" | sed -n 's/^Decode: .* = \([0-9.]*\) tokens\/s.*/\1/p' | head -1)
     share=$(echo "$out" | sed -n 's/.* = \([0-9]*\)% of the \([0-9.]*\) GB\/s.*/\1% of \2 GB\/s/p' | head -1)
-    line="$type $isa prefill-512 ${prefill:-?} tok/s, decode ${decode:-?} tok/s (${share:-?})"
+    line="$shape $type $isa prefill-512 ${prefill:-?} tok/s, decode ${decode:-?} tok/s (${share:-?})"
     if [ "${BATCHED:-1}" = 1 ]; then
       tput=$(VELLUM_ISA=$isa "$vellum" bench throughput --model "$model" --input-len 128 \
         --output-len 128 --num-prompts 32 --max-model-len 1024 --kv-cache-memory 2GiB 2>&1 |
@@ -43,6 +45,7 @@ for type in "${types[@]}"; do
       line="$line, batched 32x128/128 ${tput:-?} output tok/s"
     fi
     echo "$line"
+    echo "$out" | grep '^Mixture of experts' || true
     [ -n "${prefill:-}" ] || echo "$out" | tail -5 >&2
   done
 done

@@ -208,9 +208,10 @@ void BM_OnednnBf16(benchmark::State& state) {
   }
   std::vector<uint16_t> x(m * kNIn, float_to_bf16(0.5f));
   std::vector<float> y(m * kNOut);
+  AlignedBuffer scratch(std::max<size_t>(64, copies[0]->scratch_bytes(m)));
   size_t next = 0;
   for (auto _ : state) {
-    copies[next]->run(y.data(), x.data(), m);
+    copies[next]->run(y.data(), x.data(), m, scratch.data());
     next = (next + 1) % copies.size();
     benchmark::ClobberMemory();
   }

@@ -72,6 +72,12 @@ class LLMEngine {
   virtual std::vector<RequestOutput> step() = 0;
   virtual bool has_unfinished_requests() const = 0;
 
+  // Parallel runs (mpirun): the other ranks end the job when rank 0 has been silent for
+  // --distributed-timeout (it died or was stopped), so an idle rank-0 engine calls keep_alive()
+  // at least every keep_alive_interval_seconds(). 0 / a no-op in one process.
+  virtual double keep_alive_interval_seconds() const { return 0.0; }
+  virtual void keep_alive() {}
+
   virtual EngineStats stats() const = 0;
   virtual const EngineConfig& config() const = 0;
 

@@ -104,6 +104,7 @@ int run_latency(LatencyOptions& o) {
   std::vector<double> decode_reduce_seconds;  // all-reduce time of each measured decode phase
   int64_t decode_reduces = 0;
   int64_t decode_reduce_bytes = 0;
+  size_t decode_bytes_read = 0;  // weight bytes the model read in the measured decode phases
   for (int iter = 0; iter < o.num_iters_warmup + o.num_iters; ++iter) {
     std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(o.batch_size));
     for (auto& seq : seqs) {
@@ -126,6 +127,7 @@ int run_latency(LatencyOptions& o) {
     const profile::Totals profile_prefilled = profile::totals();
     const auto decode_start = Clock::now();
     const CommunicatorStats reduce_before = groups.tp->stats();
+    const size_t read_before = model.weight_bytes_read();
     for (int64_t step = 1; step < o.output_len; ++step) {
       for (int64_t s = 0; s < o.batch_size; ++s) {
         auto& seq = seqs[static_cast<size_t>(s)];
@@ -139,6 +141,7 @@ int run_latency(LatencyOptions& o) {
     const double decode = seconds_since(decode_start);
     const CommunicatorStats reduce_after = groups.tp->stats();
     if (iter >= o.num_iters_warmup) {
+      decode_bytes_read += model.weight_bytes_read() - read_before;
       decode_reduce_seconds.push_back(reduce_after.all_reduce_seconds -
                                       reduce_before.all_reduce_seconds);
       decode_reduces = reduce_after.num_all_reduces - reduce_before.num_all_reduces;
@@ -155,7 +158,9 @@ int run_latency(LatencyOptions& o) {
   const double decode_steps = static_cast<double>(o.output_len - 1);
   const double prefill_tps = static_cast<double>(o.input_len * o.batch_size) / prefill;
   const double decode_tps = decode_steps * static_cast<double>(o.batch_size) / decode;
-  const double weight_gbps = static_cast<double>(model.weight_bytes()) * decode_steps / decode / 1e9;
+  // What the decode steps read, as counted by the model (with MoE: the experts actually chosen).
+  const double step_bytes = static_cast<double>(decode_bytes_read) / (decode_steps * o.num_iters);
+  const double weight_gbps = step_bytes * decode_steps / decode / 1e9;
   std::printf("Avg latency: %.4f seconds\n",
               std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                   static_cast<double>(latencies.size()));
@@ -170,8 +175,15 @@ int run_latency(LatencyOptions& o) {
               decode, decode_tps, decode_steps / decode);
   std::printf("Decode weight read: %s per step, %.1f GB/s = %.0f%% of the %.1f GB/s read "
               "bandwidth measured now\n",
-              format_bytes(static_cast<int64_t>(model.weight_bytes())).c_str(), weight_gbps,
+              format_bytes(static_cast<int64_t>(step_bytes)).c_str(), weight_gbps,
               100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
+  if (const size_t experts = model.expert_weight_bytes(); experts > 0) {
+    std::printf("Mixture of experts: a decode step read %s of weights (the router and the experts "
+                "its tokens chose); all experts hold %s; one token reads %s\n",
+                format_bytes(static_cast<int64_t>(step_bytes)).c_str(),
+                format_bytes(static_cast<int64_t>(experts)).c_str(),
+                format_bytes(static_cast<int64_t>(model.weight_bytes())).c_str());
+  }
   if (o.profile) {
     const double iters = static_cast<double>(o.num_iters);
     std::printf("Profile of the prefill step (%d iterations; shares of its wall time):\n%s",
@@ -221,7 +233,8 @@ int run_latency(LatencyOptions& o) {
                        {"decode_tokens_per_s", decode_tps},
                        {"decode_weight_gbps", weight_gbps},
                        {"read_bandwidth_gbps", bandwidth_gbps},
-                       {"weight_bytes", model.weight_bytes()}};
+                       {"weight_bytes", model.weight_bytes()},
+                       {"decode_weight_bytes_per_step", step_bytes}};
     std::ofstream(o.output_json) << out.dump(2) << "\n";
   }
   return 0;

@@ -5,8 +5,8 @@
 //
 // Failure model: no call waits forever on a peer unless asked to. An operation that a peer does not
 // complete within the group's timeout throws vellum::Error naming that rank, so a dead or stopped
-// rank ends the job with a clear message instead of a hang. Only wait_for_broadcast() (a worker
-// idling until rank 0 sends the next step) waits without a deadline.
+// rank ends the job with a clear message instead of a hang. wait_for_broadcast() (a worker idling
+// until rank 0 sends the next step or a keep-alive) takes its own deadline.
 //
 // Thread-safety: one thread at a time per communicator (the engine core thread).
 #pragma once
@@ -36,9 +36,9 @@ class Communicator {
   // How this group's ranks are named in errors, e.g. "tensor-parallel rank".
   virtual std::string describe_rank(int rank) const = 0;
 
-  // data (count floats) := the sum of every rank's data. The sum runs in rank order
-  // (((r0 + r1) + r2) + ...) on one rank and the result is sent to the others, so every rank
-  // holds bit-identical values and a run is reproducible.
+  // data (count floats) := the sum of every rank's data. Each element's sum runs in rank order
+  // (((r0 + r1) + r2) + ...) on one rank (the owner of its slice) and the result is sent to the
+  // others, so every rank holds bit-identical values and a run is reproducible.
   virtual void all_reduce_sum(float* data, int64_t count) = 0;
 
   // Rank `root` receives the concatenation of every rank's `send` (counts[r] floats from rank r)
@@ -48,9 +48,9 @@ class Communicator {
 
   // bytes of data from `root` to every rank.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
-  // Like broadcast on a receiving rank, but waits without a deadline (an idle worker waiting for
-  // the next step); returns early only with an error.
-  virtual void wait_for_broadcast(void* data, int64_t bytes, int root) = 0;
+  // Like broadcast on a receiving rank, but waits up to timeout_seconds (0: without a deadline)
+  // instead of the group's timeout: an idle worker waiting for rank 0's next message.
+  virtual void wait_for_broadcast(void* data, int64_t bytes, int root, double timeout_seconds) = 0;
 
   virtual void send(const void* data, int64_t bytes, int dst, int tag) = 0;
   virtual void recv(void* data, int64_t bytes, int src, int tag) = 0;
@@ -77,7 +77,7 @@ class SingleProcessCommunicator final : public Communicator {
     }
   }
   void broadcast(void*, int64_t, int) override {}
-  void wait_for_broadcast(void*, int64_t, int) override {}
+  void wait_for_broadcast(void*, int64_t, int, double) override {}
   void send(const void*, int64_t, int, int) override {
     VELLUM_THROW(ErrorCode::kInternal, "send() in a single-process group");
   }

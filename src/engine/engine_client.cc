@@ -236,14 +236,23 @@ void EngineClient::loop() {
   bool aborted_all = false;
   // The token counters only move in step(), so the last step's stats are the next one's "before".
   EngineStats before = engine_->stats();
+  // Under mpirun an idle engine tells the other ranks it is alive this often (0: one process).
+  const auto keep_alive_interval =
+      std::chrono::duration<double>(engine_->keep_alive_interval_seconds());
   for (;;) {
     std::vector<std::unique_ptr<Command>> commands;
     bool draining = false;
     bool past_deadline = false;
+    bool idle_beat = false;
     {
       std::unique_lock lock(mu_);
       if (!engine_->has_unfinished_requests()) {
-        cv_.wait(lock, [&] { return stop_ || drain_deadline_ || !commands_.empty(); });
+        auto woken = [&] { return stop_ || drain_deadline_ || !commands_.empty(); };
+        if (keep_alive_interval.count() > 0) {
+          idle_beat = !cv_.wait_for(lock, keep_alive_interval, woken);
+        } else {
+          cv_.wait(lock, woken);
+        }
       }
       commands.swap(commands_);
       draining = drain_deadline_.has_value();
@@ -273,6 +282,7 @@ void EngineClient::loop() {
       aborted_all = true;
     }
     if (draining && streams_.empty() && !engine_->has_unfinished_requests()) break;
+    if (idle_beat) engine_->keep_alive();  // throws, ending the engine, when a rank is gone
     if (!engine_->has_unfinished_requests()) continue;
 
     std::vector<RequestOutput> outputs = engine_->step();

@@ -164,6 +164,11 @@ class LLMEngineImpl final : public LLMEngine {
   bool has_unfinished_requests() const override {
     return scheduler_->has_requests() || output_.num_requests() > 0 || !beam_groups_.empty();
   }
+  double keep_alive_interval_seconds() const override {
+    // A third of the workers' deadline: two missed beats still leave them waiting.
+    return runner_->drives() ? config_.parallel.distributed_timeout_seconds / 3.0 : 0.0;
+  }
+  void keep_alive() override { runner_->keep_alive(); }
   EngineStats stats() const override;
   const EngineConfig& config() const override { return config_; }
   std::vector<int32_t> encode(const std::string& text, bool add_special,

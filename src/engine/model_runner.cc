@@ -197,18 +197,26 @@ double ModelRunner::do_probe_all_reduce(int64_t count, int rounds) {
   return seconds.empty() ? 0.0 : seconds[seconds.size() / 2];
 }
 
-void ModelRunner::run_worker_loop() {
+void ModelRunner::keep_alive() {
+  if (!drives()) return;
+  guarded(control_failed_, [&] { broadcast_op(Op::kKeepAlive, {}); });
+}
+
+void ModelRunner::run_worker_loop(double first_wait_seconds, double idle_timeout_seconds) {
   VELLUM_CHECK(control_ != nullptr && control_->rank() != 0, ErrorCode::kInternal,
                "run_worker_loop() runs on ranks other than 0");
+  double wait_seconds = first_wait_seconds;
   while (true) {
     std::array<int64_t, 2> header{};
-    control_->wait_for_broadcast(header.data(), sizeof(header), 0);
+    control_->wait_for_broadcast(header.data(), sizeof(header), 0, wait_seconds);
+    wait_seconds = idle_timeout_seconds;
     const auto op = static_cast<Op>(header[0]);
     payload_.resize(static_cast<size_t>(header[1]));
     if (header[1] > 0) {
       control_->broadcast(payload_.data(), header[1] * static_cast<int64_t>(sizeof(int32_t)), 0);
     }
     if (op == Op::kShutdown) return;
+    if (op == Op::kKeepAlive) continue;
     if (op == Op::kProbeAllReduce) {
       do_probe_all_reduce(payload_.at(0), payload_.at(1));
       continue;

@@ -59,8 +59,18 @@ class ModelRunner {
   // the next call (on rank 0; other ranks' are unspecified).
   std::span<float> execute(std::span<const RunnerSequence> sequences);
 
-  // Ranks other than 0: replays what rank 0 broadcasts until it sends shutdown.
-  void run_worker_loop();
+  // On rank 0 of a parallel run: tells the idle workers that rank 0 is alive (no-op otherwise).
+  void keep_alive();
+  // True on rank 0 of a parallel run (the rank whose calls the others replay).
+  bool drives() const {
+    return control_ != nullptr && control_->size() > 1 && control_->rank() == 0;
+  }
+
+  // Ranks other than 0: replays what rank 0 broadcasts until it sends shutdown. The first message
+  // may take rank 0's start-up (first_wait_seconds); after it, a silence longer than
+  // idle_timeout_seconds means rank 0 died or stopped (an idle rank 0 sends keep-alives), and
+  // the worker throws vellum::Error saying so, which ends the job.
+  void run_worker_loop(double first_wait_seconds, double idle_timeout_seconds);
 
   // Benchmarks: the time of one all-reduce of `count` floats over all ranks, started together
   // (each round waits for every rank first, so it measures the transfer, not the ranks' skew).
@@ -79,11 +89,10 @@ class ModelRunner {
   std::vector<float> logits_;
   std::vector<int32_t> src_ids_, dst_ids_;
 
-  enum class Op : int64_t { kSwapOut = 1, kSwapIn, kCopy, kExecute, kShutdown, kProbeAllReduce };
+  enum class Op : int64_t {
+    kSwapOut = 1, kSwapIn, kCopy, kExecute, kShutdown, kProbeAllReduce, kKeepAlive
+  };
   double do_probe_all_reduce(int64_t count, int rounds);
-  bool drives() const {
-    return control_ != nullptr && control_->size() > 1 && control_->rank() == 0;
-  }
   // Rank 0: sends the op and its payload to the other ranks.
   void broadcast_op(Op op, std::span<const int32_t> payload);
   // Encodes moves / sequences into payload_ (int32 words).

@@ -185,7 +185,7 @@ int run_worker(const EngineConfig& config) {
       config.scheduler.max_num_batched_tokens, 0, load_error);
   ModelRunner runner(*loaded.model, shape, budget.num_blocks, budget.num_host_blocks,
                      groups.world.get());
-  runner.run_worker_loop();
+  runner.run_worker_loop(kStartupTimeoutSeconds, groups.step_timeout_seconds);
   return 0;
 }
 

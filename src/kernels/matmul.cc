@@ -557,8 +557,14 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
            static_cast<size_t>(m * max_rows) * sizeof(float) + 64;
   }
   const PackedWeights& w = impl_->weights;
+  // oneDNN's padded rows (onednn_rows) come after the bf16 activations.
+  const size_t onednn_bytes = impl_->onednn ? impl_->onednn->scratch_bytes(m) + 64 : 0;
   switch (w.type) {
-    case WeightType::kBF16: return avx512::gemm_bf16_scratch_bytes(m, w.n_in);
+    case WeightType::kF32: return onednn_bytes;
+    case WeightType::kBF16:
+      return static_cast<size_t>(round_up(
+                 static_cast<int64_t>(avx512::gemm_bf16_scratch_bytes(m, w.n_in)), 64)) +
+             onednn_bytes;
     case WeightType::kQ8_0:
       return m > max_small_m_q8_0() ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.n_in),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
@@ -614,7 +620,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
   switch (w.type) {
     case WeightType::kF32:
       if (large_m_ok && m > kMaxSmallMF32 && impl_->onednn) {
-        impl_->onednn->run(y, x, m);
+        impl_->onednn->run(y, x, m, scratch);
       } else {
         avx512::gemm_f32(y, x, m, w);
       }
@@ -628,7 +634,10 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       } else if (large_m_ok && m > kMaxSmallMBf16 && impl_->onednn) {
         auto* x_bf16 = static_cast<uint16_t*>(scratch);  // (m, n_in)
         avx512::convert_f32_to_bf16(x_bf16, x, m * w.n_in);
-        impl_->onednn->run(y, x_bf16, m);
+        impl_->onednn->run(y, x_bf16, m,
+                           static_cast<uint8_t*>(scratch) +
+                               round_up(static_cast<int64_t>(
+                                            avx512::gemm_bf16_scratch_bytes(m, w.n_in)), 64));
       } else {
         avx512::gemm_bf16_dot(y, x, m, w, scratch);
       }

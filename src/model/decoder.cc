@@ -62,6 +62,12 @@ class DecoderModel final : public Model {
   }
   void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override;
   size_t weight_bytes() const override { return weight_bytes_; }
+  size_t weight_bytes_read() const override { return weight_bytes_read_; }
+  size_t expert_weight_bytes() const override {
+    size_t bytes = 0;
+    for (const DecoderLayer& layer : layers_) bytes += layer.moe ? layer.moe->expert_weight_bytes() : 0;
+    return bytes;
+  }
   std::string describe() const override { return description_; }
 
  private:
@@ -93,6 +99,9 @@ class DecoderModel final : public Model {
   std::vector<float> inv_freq_;          // (rope_dim / 2) global layers
   std::vector<float> inv_freq_sliding_;  // (rope_dim / 2) sliding-window layers
   size_t weight_bytes_ = 0;
+  size_t weight_bytes_read_ = 0;  // by all forward() calls (weight_bytes_read())
+  size_t moe_weight_bytes_per_token_ = 0;  // the MoE layers' share of weight_bytes_
+  size_t lm_head_bytes_ = 0;               // (last stage) the LM head's share
   std::string description_;
 
   // Grow-only activation buffers.
@@ -141,7 +150,8 @@ DecoderModel::DecoderModel(std::shared_ptr<const WeightSource> weights,
           f, {{head_name, config_.vocab_size, vocab_range_.begin, vocab_range_.count}}, hidden,
           options.precision);
     }
-    weight_bytes_ += lm_head_.weight_bytes();
+    lm_head_bytes_ = lm_head_.weight_bytes();
+    weight_bytes_ += lm_head_bytes_;
   }
 
   std::vector<float> rope_freqs;
@@ -205,6 +215,7 @@ void DecoderModel::load_layer(int layer_idx, kernels::MatmulPrecision precision)
     layer.moe = std::make_unique<MoeFfn>(f, layer_idx, config_, precision, parallel_.tp_rank(),
                                          parallel_.tp_size());
     weight_bytes_ += layer.moe->weight_bytes_per_token();
+    moe_weight_bytes_per_token_ += layer.moe->weight_bytes_per_token();
   }
   if (parallel_.tp_size() > 1) {
     load_layer_shard(layer, layer_idx, precision);
@@ -339,6 +350,7 @@ void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
   if (layer.moe) {
     profile::Scope timed(Phase::kGemmFfn);
     layer.moe->forward(out, h, num_tokens, scratch);
+    weight_bytes_read_ += layer.moe->last_weight_bytes_read();
     return;
   }
   const int64_t ff = local_ff_;
@@ -373,6 +385,8 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
   VELLUM_CHECK(static_cast<int64_t>(batch.kv_groups.size()) == kv.layout.num_groups(),
                ErrorCode::kInternal, "the batch has block tables for {} KV cache groups, the cache {}",
                batch.kv_groups.size(), kv.layout.num_groups());
+  // Every dense weight but the LM head (counted when it runs); MoE layers count their own.
+  weight_bytes_read_ += weight_bytes_ - moe_weight_bytes_per_token_ - lm_head_bytes_;
 
   const ArchSpec& spec = config_.arch;
   const int64_t hidden = config_.hidden_size;
@@ -547,6 +561,7 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
 }
 
 void DecoderModel::lm_head_forward(float* logits, const float* x, int64_t num_logits) {
+  weight_bytes_read_ += lm_head_bytes_;
   const int tp = parallel_.tp_size();
   if (tp == 1) {
     profile::Scope timed(Phase::kGemmLmHead);

@@ -57,8 +57,14 @@ class Model {
                                : KvCacheLayout::single_group(c.layer_is_sliding, c.sliding_window)};
   }
 
-  // Bytes of weights one forward pass reads (for bandwidth reports).
+  // Bytes of weights one forward pass of one token reads (for bandwidth reports; with
+  // Mixture-of-Experts layers, the router and num_experts_used experts per layer).
   virtual size_t weight_bytes() const = 0;
+  // Bytes of weights all forward() calls so far have read: every dense weight once per call, and
+  // of each MoE layer the router and the experts that at least one token was routed to.
+  virtual size_t weight_bytes_read() const = 0;
+  // Bytes of all experts' weights (0 without MoE layers).
+  virtual size_t expert_weight_bytes() const { return 0; }
   // A one-line description: architecture, sizes and the types weights are held in.
   virtual std::string describe() const = 0;
 };

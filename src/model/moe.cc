@@ -79,6 +79,14 @@ size_t MoeFfn::weight_bytes_per_token() const {
          static_cast<size_t>(num_used_) * (gate_up_[0].weight_bytes() + down_[0].weight_bytes());
 }
 
+size_t MoeFfn::expert_weight_bytes() const {
+  size_t bytes = 0;
+  for (int64_t e = 0; e < num_experts_; ++e) {
+    bytes += gate_up_[e].weight_bytes() + down_[e].weight_bytes();
+  }
+  return bytes;
+}
+
 void MoeFfn::forward(float* out, const float* h, int64_t num_tokens, void* scratch) {
   const int64_t k = num_used_;
   const int64_t ff = expert_ff_;
@@ -141,10 +149,12 @@ void MoeFfn::forward(float* out, const float* h, int64_t num_tokens, void* scrat
   float* act = grow_floats(act_, max_rows * ff);                    // (rows, ff)
   float* expert_out = grow_floats(expert_out_, max_rows * hidden_);  // (rows, hidden)
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(num_tokens * hidden_));
+  last_bytes_read_ = router_.weight_bytes();
   for (int64_t e = 0; e < num_experts_; ++e) {
     const int32_t begin = expert_begin_[e];
     const int64_t rows = expert_begin_[e + 1] - begin;
-    if (rows == 0) continue;
+    if (rows == 0) continue;  // an expert no token chose is not read
+    last_bytes_read_ += gate_up_[e].weight_bytes() + down_[e].weight_bytes();
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(gathered + r * hidden_, h + assigned_token_[begin + r] * hidden_,
                   sizeof(float) * static_cast<size_t>(hidden_));

@@ -39,6 +39,10 @@ class MoeFfn {
 
   // Weight bytes a one-token step reads: the router and num_experts_used experts.
   size_t weight_bytes_per_token() const;
+  // Weight bytes of every expert (what a dense evaluation would read).
+  size_t expert_weight_bytes() const;
+  // Weight bytes the last forward() read: the router and each expert chosen by some token.
+  size_t last_weight_bytes_read() const { return last_bytes_read_; }
   kernels::WeightType expert_type() const { return gate_up_[0].packed_type(); }
 
   // Routing of the last forward(), for tests: per token, the chosen expert ids (num_experts_used
@@ -65,6 +69,7 @@ class MoeFfn {
   std::vector<int32_t> expert_fill_;         // (num_experts) next free slot while grouping
   std::vector<int32_t> assigned_token_;      // (num_tokens * num_used) grouped by expert
   std::vector<float> assigned_weight_;       // (num_tokens * num_used) grouped by expert
+  size_t last_bytes_read_ = 0;
 };
 
 }  // namespace vellum::model

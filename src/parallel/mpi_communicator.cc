@@ -198,30 +198,45 @@ void MpiCommunicator::all_reduce_sum(float* data, int64_t count) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   } timer{stats_, start};
+  // Reduce-scatter, then all-gather: rank r owns slice r of the payload, receives that slice
+  // from every peer, sums it in rank order (((r0 + r1) + r2) + ...) and sends the sum to all.
+  // Every element is summed in the same order on one rank, so the ranks hold bit-identical
+  // values and a run is reproducible, while each rank moves 2 (size - 1) / size of the payload
+  // (not one rank the whole payload 2 (size - 1) times, as a reduce at rank 0 would).
+  auto slice_begin = [&](int r) { return count * r / size_; };
+  const int64_t my_begin = slice_begin(rank_);
+  const int64_t my_count = slice_begin(rank_ + 1) - my_begin;
+  reduce_buffer_.resize(static_cast<size_t>(size_ * my_count));  // every rank's copy of my slice
   requests_.clear();
   peers_.clear();
-  if (rank_ == 0) {
-    reduce_buffer_.resize(static_cast<size_t>((size_ - 1) * count));
-    for (int r = 1; r < size_; ++r) {
-      post_recv(requests_, peers_, reduce_buffer_.data() + (r - 1) * count, bytes, r, kTagReduce,
-                comm_);
+  for (int r = 0; r < size_; ++r) {
+    const int64_t n = slice_begin(r + 1) - slice_begin(r);
+    if (r == rank_) continue;
+    if (my_count > 0) {
+      post_recv(requests_, peers_, reduce_buffer_.data() + r * my_count, my_count * 4, r,
+                kTagReduce, comm_);
     }
-    wait_all(requests_, peers_, "all-reduce", options_.timeout_seconds);
-    for (int r = 1; r < size_; ++r) {
-      const float* part = reduce_buffer_.data() + (r - 1) * count;
-#pragma omp parallel for schedule(static) if (count > 65536)
-      for (int64_t i = 0; i < count; ++i) data[i] += part[i];
-    }
-    requests_.clear();
-    peers_.clear();
-    for (int r = 1; r < size_; ++r) {
-      post_send(requests_, peers_, data, bytes, r, kTagReduceResult, comm_);
-    }
-    wait_all(requests_, peers_, "all-reduce", options_.timeout_seconds);
-    return;
+    if (n > 0) post_send(requests_, peers_, data + slice_begin(r), n * 4, r, kTagReduce, comm_);
   }
-  post_send(requests_, peers_, data, bytes, 0, kTagReduce, comm_);
-  post_recv(requests_, peers_, data, bytes, 0, kTagReduceResult, comm_);
+  wait_all(requests_, peers_, "all-reduce", options_.timeout_seconds);
+  float* mine = data + my_begin;
+  std::memcpy(reduce_buffer_.data() + rank_ * my_count, mine, static_cast<size_t>(my_count) * 4);
+  std::memcpy(mine, reduce_buffer_.data(), static_cast<size_t>(my_count) * 4);
+  for (int r = 1; r < size_; ++r) {
+    const float* part = reduce_buffer_.data() + r * my_count;
+#pragma omp parallel for schedule(static) if (my_count > 65536)
+    for (int64_t i = 0; i < my_count; ++i) mine[i] += part[i];
+  }
+  requests_.clear();
+  peers_.clear();
+  for (int r = 0; r < size_; ++r) {
+    const int64_t n = slice_begin(r + 1) - slice_begin(r);
+    if (r == rank_) continue;
+    if (my_count > 0) post_send(requests_, peers_, mine, my_count * 4, r, kTagReduceResult, comm_);
+    if (n > 0) {
+      post_recv(requests_, peers_, data + slice_begin(r), n * 4, r, kTagReduceResult, comm_);
+    }
+  }
   wait_all(requests_, peers_, "all-reduce", options_.timeout_seconds);
 }
 
@@ -267,8 +282,9 @@ void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
   broadcast_impl(data, bytes, root, options_.timeout_seconds);
 }
 
-void MpiCommunicator::wait_for_broadcast(void* data, int64_t bytes, int root) {
-  broadcast_impl(data, bytes, root, rank_ == root ? options_.timeout_seconds : 0.0);
+void MpiCommunicator::wait_for_broadcast(void* data, int64_t bytes, int root,
+                                         double timeout_seconds) {
+  broadcast_impl(data, bytes, root, rank_ == root ? options_.timeout_seconds : timeout_seconds);
 }
 
 void MpiCommunicator::send(const void* data, int64_t bytes, int dst, int tag) {

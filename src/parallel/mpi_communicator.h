@@ -71,7 +71,7 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_sum(float* data, int64_t count) override;
   void gather(const float* send, std::span<const int64_t> counts, float* recv, int root) override;
   void broadcast(void* data, int64_t bytes, int root) override;
-  void wait_for_broadcast(void* data, int64_t bytes, int root) override;
+  void wait_for_broadcast(void* data, int64_t bytes, int root, double timeout_seconds) override;
   void send(const void* data, int64_t bytes, int dst, int tag) override;
   void recv(void* data, int64_t bytes, int src, int tag) override;
   int64_t all_min(int64_t value) override;
@@ -90,7 +90,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   std::vector<int> world_ranks_;
-  std::vector<float> reduce_buffer_;  // root: one peer's partial sums
+  std::vector<float> reduce_buffer_;  // all-reduce: every rank's copy of this rank's slice
   std::vector<MPI_Request> requests_;
   std::vector<int> peers_;
   CommunicatorStats stats_;

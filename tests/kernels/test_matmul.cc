@@ -8,12 +8,14 @@
 #include <cstddef>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/aligned_buffer.h"
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/onednn_matmul.h"
 #include "kernels/ref/ref_kernels.h"
 #include "vellum/status.h"
 
@@ -303,6 +305,42 @@ TEST(PackedLinear, BatchInvariantRowsEqualTheRowAlone) {
       }
     }
   }
+}
+
+// oneDNN primitives are made for bucketed row counts only: a serving loop whose batch size
+// changes every step stops creating them once it has seen each bucket. The padded rows must not
+// leak into the result.
+TEST(OnednnMatmul, RowBucketsBoundPrimitivesAndPadCorrectly) {
+  for (int64_t m = 1; m <= 5000; ++m) {
+    const int64_t rows = detail::onednn_rows(m);
+    ASSERT_GE(rows, m);
+    ASSERT_LE(rows - m, std::max<int64_t>(3, m / 8)) << "m=" << m;
+    ASSERT_EQ(detail::onednn_rows(rows), rows) << "a bucket is its own bucket, m=" << m;
+    ASSERT_LE(detail::onednn_rows(m - 1 > 0 ? m - 1 : 1), rows) << "monotonic, m=" << m;
+  }
+  if (cpu::selected_isa() < cpu::Isa::kAvx512Bf16) GTEST_SKIP() << "oneDNN bf16 needs AVX512-BF16";
+  const int64_t n_out = 24, n_in = 64;
+  const auto w = make_weights(WeightType::kBF16, n_out, n_in, 11);
+  detail::OnednnMatmul onednn(w.data(), detail::OnednnMatmul::DataType::kBF16, n_out, n_in);
+  std::set<int64_t> buckets;
+  for (int64_t m = 6; m <= 300; ++m) {
+    buckets.insert(detail::onednn_rows(m));
+    const auto x = random_floats(m * n_in, static_cast<uint32_t>(m), -2.0f, 2.0f);
+    std::vector<uint16_t> x_bf16(x.size());
+    std::vector<float> x_rounded(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x_bf16[i] = float_to_bf16(x[i]);
+      x_rounded[i] = bf16_to_float(x_bf16[i]);
+    }
+    std::vector<float> expected(m * n_out), y(m * n_out + 1, 123.0f);
+    ref::matmul(expected.data(), x_rounded.data(), m, w.data(), WeightType::kBF16, n_out, n_in);
+    AlignedBuffer scratch(std::max<size_t>(64, onednn.scratch_bytes(m)));
+    onednn.run(y.data(), x_bf16.data(), m, scratch.data());
+    EXPECT_LT(testing::nmse(y.data(), expected.data(), expected.size()), 1e-9) << "m=" << m;
+    EXPECT_EQ(y[m * n_out], 123.0f) << "wrote past the m rows, m=" << m;
+  }
+  EXPECT_EQ(onednn.num_primitives(), buckets.size());
+  EXPECT_LT(buckets.size(), size_t{40});  // 295 row counts, a few dozen primitives
 }
 
 TEST(PackedLinear, PrecisionChoosesPackedType) {

@@ -89,6 +89,35 @@ TEST_P(GeneratedArch, BatchedChunkedEqualsAlone) {
   EXPECT_LE(max_diff, 1e-4) << GetParam() << ": " << m->describe();
 }
 
+// The weight bytes a forward pass reads (bench latency's bandwidth figures): dense models read
+// every weight once per pass; MoE layers read the router and only the experts their tokens chose,
+// so one token reads weight_bytes() and many tokens more, never more than every expert.
+TEST(GeneratedArchWeightReads, MoePassesReadOnlyTheChosenExperts) {
+  for (const std::string shape : {"tiny", "tiny-mixtral", "tiny-qwen3moe"}) {
+    model::MakeModelOptions options;
+    options.shape = shape;
+    options.seed = 7;
+    options.output = testing::temp_dir() / (shape + "-reads.gguf");
+    model::make_model(options);
+    auto m = testing::load_test_model(options.output, kernels::MatmulPrecision::kF32);
+    const int64_t vocab = m->config().vocab_size;
+    const size_t start = m->weight_bytes_read();
+    run(*m, {make_tokens(1, 1, vocab)}, 1);
+    const size_t one_token = m->weight_bytes_read() - start;
+    EXPECT_EQ(one_token, m->weight_bytes()) << shape;
+    const size_t before_many = m->weight_bytes_read();
+    run(*m, {make_tokens(2, 40, vocab)}, 40);
+    const size_t many_tokens = m->weight_bytes_read() - before_many;
+    if (m->expert_weight_bytes() == 0) {
+      EXPECT_EQ(many_tokens, one_token) << shape;
+      continue;
+    }
+    EXPECT_GT(many_tokens, one_token) << shape << ": 40 tokens chose only top-k experts per layer";
+    // One token's read (the dense part and top-k experts) plus every expert bounds any pass.
+    EXPECT_LE(many_tokens, one_token + m->expert_weight_bytes()) << shape;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, GeneratedArch,
                          ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2",
                                            "tiny-gemma3", "tiny-phi3", "tiny-mixtral",

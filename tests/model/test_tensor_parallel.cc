@@ -74,7 +74,7 @@ class ThreadCommunicator final : public Communicator {
     if (rank_ != root) std::memcpy(data, group_.slots[root], bytes);
     group_.barrier.arrive_and_wait();
   }
-  void wait_for_broadcast(void* data, int64_t bytes, int root) override {
+  void wait_for_broadcast(void* data, int64_t bytes, int root, double) override {
     broadcast(data, bytes, root);
   }
   void send(const void* data, int64_t bytes, int dst, int tag) override {

@@ -232,6 +232,27 @@ case $case_name in
       fail "the error does not name the silent rank"
     echo "ok: a silent rank ends the job with an error naming it"
     ;;
+  stopped_rank0)
+    # An idle server on 2 ranks, then SIGSTOP rank 0 (the server itself): rank 1, which hears
+    # keep-alives from an idle rank 0 every third of --distributed-timeout, notices the silence
+    # and ends the job, non-zero, instead of waiting for the next step forever.
+    "${mpi[@]}" "$vellum" serve "$model" --port 0 --tensor-parallel-size 2 \
+      --distributed-timeout 3 --log-level info "${common[@]}" >"$tmp/out" 2>&1 &
+    job=$!
+    wait_started "$tmp/out"
+    sleep 4  # idle for longer than the timeout: the keep-alives hold the job together
+    kill -0 "$job" 2>/dev/null || fail "the idle job ended: $(cat "$tmp/out")"
+    victim=$(rank_pid "$job" 0)
+    [ -n "$victim" ] || fail "rank 0 not found among mpirun's children"
+    kill -STOP "$victim"
+    wait_gone "$job" 30 "the job did not end within 30 s after rank 0 stopped answering"
+    kill -9 "$victim" 2>/dev/null
+    wait "$job" && fail "the job exited 0 after rank 0 stopped answering"
+    cat "$tmp/out"
+    grep -q "rank 0 did not answer within 3 s" "$tmp/out" ||
+      fail "the worker's error does not name the silent rank 0"
+    echo "ok: a silent rank 0 ends the job with an error naming it"
+    ;;
   serve)
     # The server on 2 ranks: the same completion as one process; then rank 1 stops answering:
     # the running request fails, /health stops saying 200, the job exits non-zero.

@@ -24,9 +24,13 @@ inline int64_t slab_rows(int64_t n_out, int64_t n_in) {
   return std::min(n_out, slab_round_up(std::max<int64_t>(256, kSlabElements / n_in), 64));
 }
 
+// Scratch: the activations as bf16, padded with zero rows to oneDNN's bucket (onednn_rows), one
+// slab, and oneDNN's padded output.
 inline size_t bf16_slabs_scratch_bytes(int64_t m, int64_t n_in, int64_t n_out) {
-  return static_cast<size_t>(slab_round_up(m * n_in, 32) + slab_rows(n_out, n_in) * n_in) *
-             sizeof(uint16_t) + 64;
+  const int64_t rows = detail::onednn_rows(m);
+  return static_cast<size_t>(slab_round_up(rows * n_in, 32) + slab_rows(n_out, n_in) * n_in) *
+             sizeof(uint16_t) +
+         detail::OnednnPlainBf16Matmul::scratch_bytes(m, slab_rows(n_out, n_in)) + 64;
 }
 
 // y (m, n_out) = x (m, n_in) · Wᵀ; fill(slab, j0, num_rows) writes weight rows [j0, j0 + num_rows)
@@ -34,14 +38,17 @@ inline size_t bf16_slabs_scratch_bytes(int64_t m, int64_t n_in, int64_t n_out) {
 template <class Fill>
 void gemm_bf16_slabs(float* y, const float* x, int64_t m, int64_t n_out, int64_t n_in,
                      const detail::OnednnPlainBf16Matmul& onednn, void* scratch, Fill&& fill) {
-  auto* x_bf16 = static_cast<uint16_t*>(scratch);          // (m, n_in)
-  uint16_t* slab = x_bf16 + slab_round_up(m * n_in, 32);   // (rows_per_slab, n_in), aligned
-  convert_f32_to_bf16(x_bf16, x, m * n_in);
+  const int64_t padded_m = detail::onednn_rows(m);
   const int64_t rows_per_slab = slab_rows(n_out, n_in);
+  auto* x_bf16 = static_cast<uint16_t*>(scratch);               // (padded_m, n_in)
+  uint16_t* slab = x_bf16 + slab_round_up(padded_m * n_in, 32);  // (rows_per_slab, n_in)
+  void* product_scratch = slab + rows_per_slab * n_in;           // oneDNN's padded output
+  convert_f32_to_bf16(x_bf16, x, m * n_in);
+  std::fill(x_bf16 + m * n_in, x_bf16 + padded_m * n_in, uint16_t{0});
   for (int64_t j0 = 0; j0 < n_out; j0 += rows_per_slab) {
     const int64_t num_rows = std::min(rows_per_slab, n_out - j0);
     fill(slab, j0, num_rows);
-    onednn.run(y + j0, n_out, x_bf16, slab, m, num_rows, n_in);
+    onednn.run(y + j0, n_out, x_bf16, slab, m, num_rows, n_in, product_scratch);
   }
 }
 
