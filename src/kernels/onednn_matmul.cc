@@ -118,9 +118,10 @@ size_t OnednnMatmul::num_primitives() const {
   return state_->primitives.size();
 }
 
+// Sized for padding whether or not m needs it, so that scratch_bytes grows with m: callers (MoE
+// experts, fused parts) size scratch once for the largest m and run smaller ones in it.
 size_t OnednnMatmul::scratch_bytes(int64_t m) const {
   const int64_t rows = onednn_rows(m);
-  if (rows == m) return 0;
   const size_t elem = state_->type == DataType::kF32 ? sizeof(float) : sizeof(uint16_t);
   return align64(static_cast<size_t>(rows * state_->n_in) * elem) +
          static_cast<size_t>(rows * state_->n_out) * sizeof(float);
@@ -173,8 +174,7 @@ OnednnPlainBf16Matmul::OnednnPlainBf16Matmul() : state_(std::make_unique<State>(
 OnednnPlainBf16Matmul::~OnednnPlainBf16Matmul() = default;
 
 size_t OnednnPlainBf16Matmul::scratch_bytes(int64_t m, int64_t n) {
-  const int64_t rows = onednn_rows(m);
-  return rows == m ? 0 : static_cast<size_t>(rows * n) * sizeof(float);
+  return static_cast<size_t>(onednn_rows(m) * n) * sizeof(float);  // grows with m, as above
 }
 
 size_t OnednnPlainBf16Matmul::num_primitives() const {

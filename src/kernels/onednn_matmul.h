@@ -33,7 +33,8 @@ class OnednnMatmul {
   OnednnMatmul& operator=(const OnednnMatmul&) = delete;
 
   // y (m, n_out) f32 = x (m, n_in) · Wᵀ; x is f32 or bf16 bits, matching the weight type.
-  // scratch: scratch_bytes(m) bytes, 64-byte aligned (the padded rows when m is not a bucket).
+  // scratch: scratch_bytes(m) bytes, 64-byte aligned (the padded rows when m is not a bucket;
+  // scratch_bytes never shrinks as m grows).
   void run(float* y, const void* x, int64_t m, void* scratch) const;
   size_t scratch_bytes(int64_t m) const;
 
