@@ -88,6 +88,21 @@ wait_started() {
   sleep 1
 }
 
+# SIGSTOPs rank $2 of the mpirun job $1 (--distributed-timeout 3, output in $tmp/out): the job
+# must end within 30 s, non-zero, with an error naming the silent rank.
+stop_rank_expect_end() {
+  local victim
+  victim=$(rank_pid "$1" "$2")
+  [ -n "$victim" ] || fail "rank $2 not found among mpirun's children"
+  kill -STOP "$victim"
+  wait_gone "$1" 30 "the job did not end within 30 s after rank $2 stopped answering"
+  kill -9 "$victim" 2>/dev/null
+  wait "$1" && fail "the job exited 0 after rank $2 stopped answering"
+  cat "$tmp/out"
+  grep -q "rank $2 did not answer within 3 s" "$tmp/out" ||
+    fail "the error does not name the silent rank $2"
+}
+
 # Waits until process $1 is gone, at most $2 seconds; fails with $3 otherwise.
 wait_gone() {
   local i
@@ -221,15 +236,7 @@ case $case_name in
       --log-level info >"$tmp/out" 2>&1 &
     job=$!
     wait_started "$tmp/out"
-    victim=$(rank_pid "$job" 1)
-    [ -n "$victim" ] || fail "rank 1 not found among mpirun's children"
-    kill -STOP "$victim"
-    wait_gone "$job" 30 "the job did not end within 30 s after rank 1 stopped answering"
-    kill -9 "$victim" 2>/dev/null
-    wait "$job" && fail "the job exited 0 after a rank stopped answering"
-    cat "$tmp/out"
-    grep -q "rank 1 did not answer within 3 s" "$tmp/out" ||
-      fail "the error does not name the silent rank"
+    stop_rank_expect_end "$job" 1
     echo "ok: a silent rank ends the job with an error naming it"
     ;;
   stopped_rank0)
@@ -242,15 +249,7 @@ case $case_name in
     wait_started "$tmp/out"
     sleep 4  # idle for longer than the timeout: the keep-alives hold the job together
     kill -0 "$job" 2>/dev/null || fail "the idle job ended: $(cat "$tmp/out")"
-    victim=$(rank_pid "$job" 0)
-    [ -n "$victim" ] || fail "rank 0 not found among mpirun's children"
-    kill -STOP "$victim"
-    wait_gone "$job" 30 "the job did not end within 30 s after rank 0 stopped answering"
-    kill -9 "$victim" 2>/dev/null
-    wait "$job" && fail "the job exited 0 after rank 0 stopped answering"
-    cat "$tmp/out"
-    grep -q "rank 0 did not answer within 3 s" "$tmp/out" ||
-      fail "the worker's error does not name the silent rank 0"
+    stop_rank_expect_end "$job" 0
     echo "ok: a silent rank 0 ends the job with an error naming it"
     ;;
   serve)
