@@ -4,7 +4,7 @@
 // where the partial results live in the caller's workspace.
 //
 // Compiled without ISA flags, and everything here is plain data or defined out of line in
-// attention_plan.cc: no inline code is built twice with different -m flags (the linker would keep
+// kernels.cc: no inline code is built twice with different -m flags (the linker would keep
 // one copy, maybe the AVX-512 one, for both).
 #pragma once
 

@@ -238,8 +238,7 @@ case $case_name in
     wait_started "$tmp/out"
     stop_rank_expect_end "$job" 1
     echo "ok: a silent rank ends the job with an error naming it"
-    ;;
-  stopped_rank0)
+
     # An idle server on 2 ranks, then SIGSTOP rank 0 (the server itself): rank 1, which hears
     # keep-alives from an idle rank 0 every third of --distributed-timeout, notices the silence
     # and ends the job, non-zero, instead of waiting for the next step forever.
