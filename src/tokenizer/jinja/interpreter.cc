@@ -1,7 +1,10 @@
 #include "tokenizer/jinja/interpreter.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <memory>
+#include <vector>
 
 #include "common/check.h"
 #include "tokenizer/jinja/builtins.h"
@@ -14,7 +17,8 @@ constexpr int64_t kMaxIterations = 10'000'000;     // loop iterations + macro ca
 
 // Variables of one scope. Jinja scopes: the template, each for loop, each macro call.
 // A child holds its parent; values never hold frames strongly (macros keep a weak_ptr), so
-// there are no reference cycles.
+// frames make no reference cycles. Namespaces can (`{% set ns.me = ns %}`, `ns.l = [ns]`): the
+// renderer keeps a weak handle to each one it made and empties those still alive at the end.
 struct Frame {
   std::shared_ptr<Frame> parent;
   Object vars;
@@ -39,6 +43,21 @@ FramePtr child_of(const FramePtr& parent) {
 class Renderer {
  public:
   explicit Renderer(const RenderOptions& options) : options_(options) {}
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
+  ~Renderer() {
+    // Only namespaces are mutable, so every reference cycle runs through one: emptying them all
+    // frees whatever the render built, cycles included. Namespaces freed on the way stay
+    // alive here (locked) until the loop ends.
+    std::vector<std::shared_ptr<Object>> alive;
+    for (const auto& handle : namespaces_) {
+      if (auto ns = handle.lock()) alive.push_back(std::move(ns));
+    }
+    for (const auto& ns : alive) {
+      auto entries = std::move(ns->entries);
+      ns->entries.clear();
+    }
+  }
 
   std::string run(const Body& body, const Value& context) {
     auto globals = std::make_shared<Frame>();
@@ -437,8 +456,10 @@ class Renderer {
     globals.set("dict", Value::callable("dict", [make_object](const CallArgs& args) {
       return Value::object(make_object(args, "dict"));
     }));
-    globals.set("namespace", Value::callable("namespace", [make_object](const CallArgs& args) {
-      return Value::make_namespace(make_object(args, "namespace"));
+    globals.set("namespace", Value::callable("namespace", [this, make_object](const CallArgs& args) {
+      Value ns = Value::make_namespace(make_object(args, "namespace"));
+      remember_namespace(ns);
+      return ns;
     }));
     globals.set("raise_exception", Value::callable("raise_exception", [](const CallArgs& args) -> Value {
       throw RaisedError(args.positional.empty() ? std::string("raise_exception() called")
@@ -463,7 +484,19 @@ class Renderer {
     }));
   }
 
+  void remember_namespace(const Value& ns) {
+    // Forget the ones already freed whenever the list doubles, so a loop that makes a
+    // namespace per iteration keeps memory bounded by the live ones.
+    if (namespaces_.size() >= 2 * namespaces_live_hint_) {
+      std::erase_if(namespaces_, [](const std::weak_ptr<Object>& h) { return h.expired(); });
+      namespaces_live_hint_ = std::max<size_t>(namespaces_.size(), 16);
+    }
+    namespaces_.push_back(ns.namespace_handle());
+  }
+
   const RenderOptions& options_;
+  std::vector<std::weak_ptr<Object>> namespaces_;
+  size_t namespaces_live_hint_ = 16;
   int call_depth_ = 0;
   int64_t num_iterations_ = 0;
 };

@@ -3,7 +3,8 @@
 //
 // Arrays and objects are shared by reference (std::shared_ptr) and never mutated after they are
 // built, exactly like HF's ImmutableSandboxedEnvironment. The one mutable container is a
-// namespace (`namespace(...)`), whose attributes `{% set ns.x = ... %}` changes in place.
+// namespace (`namespace(...)`), whose attributes `{% set ns.x = ... %}` changes in place, so a
+// namespace can hold itself; the renderer that made it empties it when the render ends.
 // Values are created per render; a Value is not safe to mutate from two threads.
 #pragma once
 
@@ -105,6 +106,9 @@ class Value {
   const Array& as_array() const { return *array_; }
   const Object& as_object() const { return *object_; }       // object or namespace
   Object& namespace_attributes() const { return *object_; }  // namespaces only
+  // A namespace's storage, weakly: the renderer empties the namespaces still alive when a
+  // render ends, which breaks the cycles `{% set ns.me = ns %}` can make.
+  std::weak_ptr<Object> namespace_handle() const { return object_; }
   const Callable& as_callable() const { return *callable_; }
 
   // Python truthiness: empty strings/containers, 0, none and undefined are false.

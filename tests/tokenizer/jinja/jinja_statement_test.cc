@@ -117,6 +117,15 @@ TEST(JinjaStatementTest, SetInsideALoopDoesNotLeakButNamespacesDo) {
   EXPECT_EQ(render("{% if true %}{% set x = 5 %}{% endif %}{{ x }}"), "5");
 }
 
+TEST(JinjaStatementTest, NamespacesMayHoldThemselves) {
+  // Python allows the cycle; the renderer empties its namespaces when it ends, so the cycle is
+  // freed (the jinja fuzzer's seed namespace_cycles.jinja checks that under LeakSanitizer).
+  EXPECT_EQ(render("{% set ns = namespace(n=1) %}{% set ns.me = ns %}{% set ns.l = [ns, {'k': ns}] %}"
+                   "{% set other = namespace(peer=ns) %}{% set ns.peer = other %}"
+                   "{{ ns.me.me.n }} {{ ns.l[1].k.peer.peer.n }} {{ ns.me == ns }} {{ ns }}"),
+            "1 1 True <Namespace>");
+}
+
 TEST(JinjaStatementTest, SetForms) {
   EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
   EXPECT_EQ(render("{% set t = 1, 2 %}{{ t }} {{ (1,) }} {{ () }}"), "(1, 2) (1,) ()");
