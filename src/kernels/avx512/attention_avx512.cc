@@ -126,14 +126,86 @@ void scores_16(const float* q_row, const float* const* k_rows, int64_t num_chunk
   _mm512_store_ps(scores, reduce_add_16(dot));
 }
 
+// Scores of kR = 16 / kChunks query rows at a time against the tile's keys, with the rows'
+// queries held in registers: each key chunk is loaded (and converted, reading a bf16/f16 cache
+// directly) once per kR rows instead of once per row. Per row and key the arithmetic is that of
+// scores_16 (FMAs over the chunks in order from zero, then reduce_add_16), so the result is
+// bitwise the same however the rows are blocked. k_rows has kKvTile valid pointers (a short
+// tile repeats a row; those scores are masked later).
+template <int kChunks, class KLoad>
+void scores_blocked(Tiles& tl, int64_t row_begin, int64_t row_end,
+                    const typename KLoad::T* const* k_rows, int64_t nt, __mmask16 last_mask) {
+  constexpr int kR = 16 / kChunks;
+  alignas(64) __m512 dots[kR][16];
+  for (int64_t i0 = row_begin; i0 < row_end; i0 += kR) {
+    const int64_t nr = std::min<int64_t>(kR, row_end - i0);
+    __m512 q[kR][kChunks];
+#pragma GCC unroll 16
+    for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+      for (int c = 0; c < kChunks; ++c) {
+        q[r][c] = r < nr ? _mm512_load_ps(&tl.q[i0 + r][c * 16]) : _mm512_setzero_ps();
+      }
+    }
+    for (int64_t t0 = 0; t0 < nt; t0 += 16) {
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) {
+        const typename KLoad::T* k = k_rows[t0 + t];
+        __m512 acc[kR];
+#pragma GCC unroll 16
+        for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int c = 0; c < kChunks; ++c) {
+          const __m512 kv = KLoad::load(k + c * 16, c + 1 == kChunks ? last_mask : __mmask16(0xffff));
+#pragma GCC unroll 16
+          for (int r = 0; r < kR; ++r) acc[r] = _mm512_fmadd_ps(q[r][c], kv, acc[r]);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < kR; ++r) dots[r][t] = acc[r];
+      }
+      for (int64_t r = 0; r < nr; ++r) _mm512_store_ps(&tl.p[i0 + r][t0], reduce_add_16(dots[r]));
+    }
+  }
+}
+
 // The row counts are template parameters so that the per-row accumulators stay in registers
 // (with a run-time count GCC keeps the arrays on the stack, one store-to-load chain per FMA).
 // V is read straight from the cache (converted in registers): each value vector is used by
-// kRows rows right away, so a converted copy would only add a store and a load.
+// kRows rows right away, so a converted copy would only add a store and a load. Head-dim chunks
+// go 4 at a time with the keys inside, so kRows × 4 accumulators stay in registers and each
+// row's probability is broadcast once per 4 chunks; per (row, chunk) the FMAs run over the keys
+// in order, as the one-chunk loop for a last partial group does (bitwise the same).
 template <int kRows, class Kv>
 void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t nt,
              int64_t num_chunks, __mmask16 last_mask) {
-  for (int64_t c = 0; c < num_chunks; ++c) {
+  int64_t c0 = 0;
+  for (; c0 + 4 <= num_chunks; c0 += 4) {
+    __mmask16 m[4];
+    __m512 a[kRows][4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      m[j] = c0 + j + 1 == num_chunks ? last_mask : __mmask16(0xffff);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) a[r][j] = _mm512_load_ps(&tl.part.acc[i0 + r][(c0 + j) * 16]);
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      __m512 vv[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) vv[j] = Kv::load(v_rows[t] + (c0 + j) * 16, m[j]);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 pr = _mm512_set1_ps(tl.p[i0 + r][t]);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) a[r][j] = _mm512_fmadd_ps(pr, vv[j], a[r][j]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) _mm512_store_ps(&tl.part.acc[i0 + r][(c0 + j) * 16], a[r][j]);
+    }
+  }
+  for (int64_t c = c0; c < num_chunks; ++c) {
     const __mmask16 m = c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
     __m512 a[kRows];
 #pragma GCC unroll 4
@@ -147,6 +219,49 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
     }
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) _mm512_store_ps(&tl.part.acc[i0 + r][c * 16], a[r]);
+  }
+}
+
+// The tile's scores tl.p[i][0, nt) for rows [row_begin, row_end). Head dims of 4, 8 or 16
+// chunks (64, 128, 256) hold rows' queries in registers (scores_blocked); a single block of rows
+// (decode: the query heads of one kv head) reads the keys straight from the cache, more rows
+// read them converted once into tl.k. Other head dims use scores_16 per row.
+template <class Kv>
+void tile_scores(Tiles& tl, int64_t row_begin, int64_t row_end, const typename Kv::T* const* cache_rows,
+                 const float** k_rows, int64_t nt, int64_t num_chunks, __mmask16 last_mask) {
+  using T = typename Kv::T;
+  const bool blocked = num_chunks == 4 || num_chunks == 8 || num_chunks == 16;
+  const bool direct = std::is_same_v<T, float> || (blocked && row_end - row_begin <= 16 / num_chunks);
+  if (direct && blocked) {
+    switch (num_chunks) {
+      case 4: return scores_blocked<4, Kv>(tl, row_begin, row_end, cache_rows, nt, last_mask);
+      case 8: return scores_blocked<8, Kv>(tl, row_begin, row_end, cache_rows, nt, last_mask);
+      default: return scores_blocked<16, Kv>(tl, row_begin, row_end, cache_rows, nt, last_mask);
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t t = 0; t < kKvTile; ++t) k_rows[t] = cache_rows[t];
+  } else {  // keys are reused by every row: convert once
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t c = 0; c < num_chunks; ++c) {
+        _mm512_store_ps(&tl.k[t][c * 16],
+                        Kv::load(cache_rows[t] + c * 16, c + 1 == num_chunks ? last_mask : __mmask16(0xffff)));
+      }
+      k_rows[t] = tl.k[t];
+    }
+    for (int64_t t = nt; t < kKvTile; ++t) k_rows[t] = k_rows[0];
+  }
+  if (blocked) {
+    switch (num_chunks) {
+      case 4: return scores_blocked<4, KvF32>(tl, row_begin, row_end, k_rows, nt, last_mask);
+      case 8: return scores_blocked<8, KvF32>(tl, row_begin, row_end, k_rows, nt, last_mask);
+      default: return scores_blocked<16, KvF32>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    }
+  }
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    for (int64_t t = 0; t < nt; t += 16) {
+      scores_16(tl.q[i], k_rows + t, num_chunks, last_mask, &tl.p[i][t]);
+    }
   }
 }
 
@@ -241,6 +356,7 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   int64_t next_offsets[kKvTile];
   prefetch(offsets, tile_offsets(kv_begin, offsets));
   const float* k_rows[kKvTile];
+  const T* k_cache_rows[kKvTile];
   const T* v_rows[kKvTile];
   const float cap = p.logit_softcap;
   for (int64_t t0 = kv_begin; t0 < kv_end; t0 += kKvTile) {
@@ -254,23 +370,10 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
                    : num_rows;
     for (int64_t t = 0; t < nt; ++t) {
       v_rows[t] = v_base + offsets[t];
-      if constexpr (std::is_same_v<T, float>) {
-        k_rows[t] = k_base + offsets[t];
-      } else {  // keys are reused by every row and 16 at a time: convert once
-        for (int64_t c = 0; c < num_chunks; ++c) {
-          _mm512_store_ps(&tl.k[t][c * 16],
-                          Kv::load(k_base + offsets[t] + c * 16, chunk_mask(c, num_chunks, last_mask)));
-        }
-        k_rows[t] = tl.k[t];
-      }
+      k_cache_rows[t] = k_base + offsets[t];
     }
-    // Scores, 16 keys at a time per row.
-    for (int64_t t = nt; t < kKvTile; ++t) k_rows[t] = k_rows[0];
-    for (int64_t i = row_begin; i < row_end; ++i) {
-      for (int64_t t = 0; t < nt; t += 16) {
-        scores_16(tl.q[i], k_rows + t, num_chunks, last_mask, &tl.p[i][t]);
-      }
-    }
+    for (int64_t t = nt; t < kKvTile; ++t) k_cache_rows[t] = k_cache_rows[0];
+    tile_scores<Kv>(tl, row_begin, row_end, k_cache_rows, k_rows, nt, num_chunks, last_mask);
 
     // Online softmax update per row, keys outside [lo_i, pos_i] masked to -inf.
     for (int64_t i = row_begin; i < row_end; ++i) {
