@@ -252,6 +252,25 @@ Partial Plan::partial(int64_t item_idx, int64_t offset) const {
   return {slot, slot + kMaxRows, slot + 2 * kMaxRows, acc_stride(p_)};
 }
 
+int64_t tile_row_offsets(const PagedAttentionParams& p, const ItemRows& r, int64_t kv_head,
+                         int64_t t_begin, int64_t max_keys, int64_t* offsets) {
+  const int64_t n = std::min(max_keys, r.key_end - t_begin);
+  const int64_t skip = std::clamp<int64_t>(r.key_begin - t_begin, 0, n - 1);
+  const int64_t block_size = p.block_size;
+  const int64_t d = p.head_dim;
+  const int64_t block_stride = p.num_kv_heads * block_size * d;  // elements per cache block
+  const int64_t head_offset = kv_head * block_size * d;
+  for (int64_t t = skip; t < n;) {
+    const int64_t pos = t_begin + t;
+    const int64_t slot = pos % block_size;
+    const int64_t run = std::min(n - t, block_size - slot);  // keys left in this block
+    int64_t offset = int64_t{r.block_table[pos / block_size]} * block_stride + head_offset + slot * d;
+    for (const int64_t end = t + run; t < end; ++t, offset += d) offsets[t] = offset;
+  }
+  for (int64_t t = 0; t < skip; ++t) offsets[t] = offsets[skip];
+  return n;
+}
+
 size_t workspace_bytes(const PagedAttentionParams& p, int64_t max_seq_len, int num_threads) {
   // A split batch has fewer than kSplitItemsPerThread · num_threads items, each with at most
   // ceil(max_seq_len / kPartitionKeys) partitions.

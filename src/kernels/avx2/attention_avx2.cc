@@ -197,22 +197,8 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
   const T* k_base = static_cast<const T*>(in.k_cache);
   const T* v_base = static_cast<const T*>(in.v_cache);
-  // Element offsets of the cache rows of keys [t_begin, t_begin + kKvTile) (clipped to the
-  // item's last key).
   auto tile_offsets = [&](int64_t t_begin, int64_t* offsets) {
-    const int64_t n = std::min<int64_t>(kKvTile, r.key_end - t_begin);
-    const int64_t skip = std::max<int64_t>(0, kv_first - t_begin);  // < n
-    int64_t block = (t_begin + skip) / p.block_size;
-    int64_t offset = (t_begin + skip) % p.block_size;
-    for (int64_t t = skip; t < n; ++t) {
-      offsets[t] = ((int64_t{r.block_table[block]} * p.num_kv_heads + kv_head) * p.block_size + offset) * d;
-      if (++offset == p.block_size) {
-        offset = 0;
-        ++block;
-      }
-    }
-    for (int64_t t = 0; t < skip; ++t) offsets[t] = offsets[skip];
-    return n;
+    return attention::tile_row_offsets(p, r, kv_head, t_begin, kKvTile, offsets);
   };
   // The next tile may be the next partition's first: the stream does not stall at partition ends.
   auto prefetch = [&](const int64_t* offsets, int64_t n) {
