@@ -40,7 +40,10 @@ using attention::kMaxRows;
 using attention::Partial;
 using attention::Plan;
 
-constexpr int kKvTile = 32;    // keys per online-softmax step (two vectors of scores)
+// Keys per online-softmax step (four vectors of scores). 64 rather than 32 halves the per-tile
+// work (max, exp of the rescale, sums, offsets): decode at head dim 64 measured ~15 % faster
+// single-threaded, neutral at 128. Changing it changes the rounding, never batch invariance.
+constexpr int kKvTile = 64;
 constexpr int kMaxD = static_cast<int>(kMaxAttentionHeadDim);
 static_assert(attention::kPartitionKeys % kKvTile == 0, "a tile never straddles two partitions");
 
@@ -52,7 +55,7 @@ struct RowStates {
   float l[kMaxRows];
 };
 
-// Per-thread tiles (on the stack: ~85 KB, well inside an OpenMP worker's stack).
+// Per-thread tiles (on the stack: ~120 KB, well inside an OpenMP worker's stack).
 struct Tiles {
   alignas(64) float q[kMaxRows][kMaxD];    // scaled queries
   alignas(64) float k[kKvTile][kMaxD];     // converted keys (f16/bf16 caches)
@@ -362,29 +365,41 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
     tile_scores<Kv>(tl, row_begin, row_end, k_cache_rows, k_rows, nt, num_chunks, last_mask);
 
     // Online softmax update per row, keys outside [lo_i, pos_i] masked to -inf.
+    constexpr int kVecs = kKvTile / 16;
     for (int64_t i = row_begin; i < row_end; ++i) {
       const int64_t valid_end = std::min<int64_t>(nt, row_pos(i) - t0 + 1);
       const int64_t valid_begin = std::max<int64_t>(0, row_lo(i) - t0);  // < valid_end here
-      const __mmask16 v0 = static_cast<__mmask16>(tail_mask(valid_end) & ~tail_mask(valid_begin));
-      const __mmask16 v1 = static_cast<__mmask16>(tail_mask(std::max<int64_t>(0, valid_end - 16)) &
-                                                  ~tail_mask(std::max<int64_t>(0, valid_begin - 16)));
       const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      __m512 s0 = _mm512_mask_load_ps(neg_inf, v0, &tl.p[i][0]);
-      __m512 s1 = _mm512_mask_load_ps(neg_inf, v1, &tl.p[i][16]);
+      __mmask16 valid[kVecs];
+      __m512 sv[kVecs];
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) {
+        valid[v] = static_cast<__mmask16>(tail_mask(std::max<int64_t>(0, valid_end - 16 * v)) &
+                                          ~tail_mask(std::max<int64_t>(0, valid_begin - 16 * v)));
+        sv[v] = _mm512_mask_load_ps(neg_inf, valid[v], &tl.p[i][16 * v]);
+      }
       if (cap > 0.0f) {
         const __m512 cap_v = _mm512_set1_ps(cap);
         const __m512 inv_cap = _mm512_set1_ps(1.0f / cap);
-        s0 = _mm512_mask_mul_ps(neg_inf, v0, cap_v, tanh_ps(_mm512_mul_ps(s0, inv_cap)));
-        s1 = _mm512_mask_mul_ps(neg_inf, v1, cap_v, tanh_ps(_mm512_mul_ps(s1, inv_cap)));
+#pragma GCC unroll 4
+        for (int v = 0; v < kVecs; ++v) {
+          sv[v] = _mm512_mask_mul_ps(neg_inf, valid[v], cap_v, tanh_ps(_mm512_mul_ps(sv[v], inv_cap)));
+        }
       }
-      const float m_new = std::max(tl.part.m[i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
+      __m512 vmax = sv[0];
+#pragma GCC unroll 4
+      for (int v = 1; v < kVecs; ++v) vmax = _mm512_max_ps(vmax, sv[v]);
+      const float m_new = std::max(tl.part.m[i], _mm512_reduce_max_ps(vmax));
       const float alpha = std::exp(tl.part.m[i] - m_new);  // 0 on the first tile (m = -inf)
       const __m512 mv = _mm512_set1_ps(m_new);
-      const __m512 p0 = _mm512_maskz_mov_ps(v0, exp_ps(_mm512_sub_ps(s0, mv)));
-      const __m512 p1 = _mm512_maskz_mov_ps(v1, exp_ps(_mm512_sub_ps(s1, mv)));
-      _mm512_store_ps(&tl.p[i][0], p0);
-      _mm512_store_ps(&tl.p[i][16], p1);
-      tl.part.l[i] = tl.part.l[i] * alpha + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+      __m512 psum = _mm512_setzero_ps();
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) {
+        const __m512 pv = _mm512_maskz_mov_ps(valid[v], exp_ps(_mm512_sub_ps(sv[v], mv)));
+        _mm512_store_ps(&tl.p[i][16 * v], pv);
+        psum = _mm512_add_ps(psum, pv);
+      }
+      tl.part.l[i] = tl.part.l[i] * alpha + _mm512_reduce_add_ps(psum);
       tl.part.m[i] = m_new;
       if (alpha != 1.0f) {
         const __m512 av = _mm512_set1_ps(alpha);
