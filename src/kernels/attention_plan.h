@@ -20,10 +20,10 @@ inline constexpr int kMaxRows = 16;  // query rows per work item: bounds registe
 // Keys per partition. An item's keys are cut at absolute multiples of kPartitionKeys; each
 // partition runs its own online softmax from scratch and the partials are merged in partition
 // order (merge_partial in the ISA files), whether one thread walks them all or several threads
-// share them. 512 keys = 8 tiles of 64 (AVX-512; 16 of 32 on AVX2): long enough that starting fresh and merging (num_rows ×
-// (head_dim + 2) floats) costs under 1 % of reading the partition's K and V (512 × head_dim × 2
-// values per kv head), short enough that a 4K context already gives 8 partitions per kv head to
-// spread over the threads. Changing it changes the rounding of every output with more than 512
+// share them. 512 keys = 8 tiles of 64 on AVX-512 (16 of 32 on AVX2): long enough that starting
+// fresh and merging (num_rows × (head_dim + 2) floats) costs under 1 % of reading the partition's
+// K and V (512 × head_dim × 2 values per kv head), short enough that a 4K context already gives 8
+// partitions per kv head to spread over the threads. Changing it changes the rounding of every output with more than 512
 // keys (never its batch invariance).
 inline constexpr int64_t kPartitionKeys = 512;
 
