@@ -23,8 +23,8 @@ inline constexpr int kMaxRows = 16;  // query rows per work item: bounds registe
 // share them. 512 keys = 8 tiles of 64 on AVX-512 (16 of 32 on AVX2): long enough that starting
 // fresh and merging (num_rows × (head_dim + 2) floats) costs under 1 % of reading the partition's
 // K and V (512 × head_dim × 2 values per kv head), short enough that a 4K context already gives 8
-// partitions per kv head to spread over the threads. Changing it changes the rounding of every output with more than 512
-// keys (never its batch invariance).
+// partitions per kv head to spread over the threads. Changing it changes the rounding of every
+// output with more than 512 keys (never its batch invariance).
 inline constexpr int64_t kPartitionKeys = 512;
 
 // Partitions are split over threads only when there are fewer work items than this many per

@@ -129,6 +129,11 @@ void scores_16(const float* q_row, const float* const* k_rows, int64_t num_chunk
   _mm512_store_ps(scores, reduce_add_16(dot));
 }
 
+// The mask of head-dim chunk c: all 16 lanes but in the last chunk.
+__mmask16 chunk_mask(int64_t c, int64_t num_chunks, __mmask16 last_mask) {
+  return c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
+}
+
 // Scores of kR = 16 / kChunks query rows at a time against the tile's keys, with the rows'
 // queries held in registers: each key chunk is loaded (and converted, reading a bf16/f16 cache
 // directly) once per kR rows instead of once per row. Per row and key the arithmetic is that of
@@ -159,7 +164,7 @@ void scores_blocked(Tiles& tl, int64_t row_begin, int64_t row_end,
         for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
 #pragma GCC unroll 16
         for (int c = 0; c < kChunks; ++c) {
-          const __m512 kv = KLoad::load(k + c * 16, c + 1 == kChunks ? last_mask : __mmask16(0xffff));
+          const __m512 kv = KLoad::load(k + c * 16, chunk_mask(c, kChunks, last_mask));
 #pragma GCC unroll 16
           for (int r = 0; r < kR; ++r) acc[r] = _mm512_fmadd_ps(q[r][c], kv, acc[r]);
         }
@@ -187,7 +192,7 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
     __m512 a[kRows][4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      m[j] = c0 + j + 1 == num_chunks ? last_mask : __mmask16(0xffff);
+      m[j] = chunk_mask(c0 + j, num_chunks, last_mask);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) a[r][j] = _mm512_load_ps(&tl.part.acc[i0 + r][(c0 + j) * 16]);
     }
@@ -248,7 +253,7 @@ void tile_scores(Tiles& tl, int64_t row_begin, int64_t row_end, const typename K
     for (int64_t t = 0; t < nt; ++t) {
       for (int64_t c = 0; c < num_chunks; ++c) {
         _mm512_store_ps(&tl.k[t][c * 16],
-                        Kv::load(cache_rows[t] + c * 16, c + 1 == num_chunks ? last_mask : __mmask16(0xffff)));
+                        Kv::load(cache_rows[t] + c * 16, chunk_mask(c, num_chunks, last_mask)));
       }
       k_rows[t] = tl.k[t];
     }
@@ -266,10 +271,6 @@ void tile_scores(Tiles& tl, int64_t row_begin, int64_t row_end, const typename K
       scores_16(tl.q[i], k_rows + t, num_chunks, last_mask, &tl.p[i][t]);
     }
   }
-}
-
-__mmask16 chunk_mask(int64_t c, int64_t num_chunks, __mmask16 last_mask) {
-  return c + 1 == num_chunks ? last_mask : __mmask16(0xffff);
 }
 
 // tl.q := the item's queries times the scale, zero past head_dim.

@@ -47,16 +47,13 @@ class Renderer {
   Renderer& operator=(const Renderer&) = delete;
   ~Renderer() {
     // Only namespaces are mutable, so every reference cycle runs through one: emptying them all
-    // frees whatever the render built, cycles included. Namespaces freed on the way stay
-    // alive here (locked) until the loop ends.
+    // frees whatever the render built, cycles included. The live ones are pinned first, so
+    // emptying one never frees another that the loop has yet to reach.
     std::vector<std::shared_ptr<Object>> alive;
     for (const auto& handle : namespaces_) {
       if (auto ns = handle.lock()) alive.push_back(std::move(ns));
     }
-    for (const auto& ns : alive) {
-      auto entries = std::move(ns->entries);
-      ns->entries.clear();
-    }
+    for (const auto& ns : alive) ns->entries.clear();
   }
 
   std::string run(const Body& body, const Value& context) {
