@@ -99,6 +99,13 @@ int run_throughput(ThroughputOptions& o) {
               static_cast<double>(total_output_tokens) / elapsed);
   std::printf("Total num prompt tokens:  %lld\n", static_cast<long long>(total_prompt_tokens));
   std::printf("Total num output tokens:  %lld\n", static_cast<long long>(total_output_tokens));
+  if (const int stages = llm.engine().config().parallel.pipeline_parallel_size; stages > 1) {
+    const EngineStats stats = llm.engine().stats();
+    std::printf("Pipeline: %lld of %lld model steps started while an earlier one was in the "
+                "later stages (%d stages)\n",
+                static_cast<long long>(stats.num_overlapped_steps),
+                static_cast<long long>(stats.num_model_steps), stages);
+  }
   if (o.profile) {
     // The output phase runs once per engine step.
     const int64_t steps = profiled.calls[static_cast<size_t>(profile::Phase::kOutput)];

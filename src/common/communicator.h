@@ -55,6 +55,17 @@ class Communicator {
   virtual void send(const void* data, int64_t bytes, int dst, int tag) = 0;
   virtual void recv(void* data, int64_t bytes, int src, int tag) = 0;
 
+  // Non-blocking forms, for pipeline stages that keep several batches in flight: start_*()
+  // begins the transfer and returns at once; wait(ticket) waits for it (within the group's
+  // timeout, like the blocking forms). The buffer must stay untouched until then, and every
+  // ticket must be waited for exactly once. start_broadcast() is the root's side of
+  // broadcast(): the other ranks receive it with broadcast() or wait_for_broadcast(), in the
+  // order the root sent its broadcasts.
+  using Ticket = int64_t;
+  virtual Ticket start_broadcast(const void* data, int64_t bytes, int root) = 0;
+  virtual Ticket start_recv(void* data, int64_t bytes, int src, int tag) = 0;
+  virtual void wait(Ticket ticket) = 0;
+
   // Minimum of one value over all ranks (start-up agreement, e.g. the KV block count).
   virtual int64_t all_min(int64_t value) = 0;
 
@@ -84,6 +95,11 @@ class SingleProcessCommunicator final : public Communicator {
   void recv(void*, int64_t, int, int) override {
     VELLUM_THROW(ErrorCode::kInternal, "recv() in a single-process group");
   }
+  Ticket start_broadcast(const void*, int64_t, int) override { return 0; }
+  Ticket start_recv(void*, int64_t, int, int) override {
+    VELLUM_THROW(ErrorCode::kInternal, "start_recv() in a single-process group");
+  }
+  void wait(Ticket) override {}
   int64_t all_min(int64_t value) override { return value; }
   void set_timeout(double) override {}
 };

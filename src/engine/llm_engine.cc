@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <future>
+#include <limits>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "common/check.h"
@@ -162,7 +165,8 @@ class LLMEngineImpl final : public LLMEngine {
   bool abort_request(const std::string& request_id) override;
   std::vector<RequestOutput> step() override;
   bool has_unfinished_requests() const override {
-    return scheduler_->has_requests() || output_.num_requests() > 0 || !beam_groups_.empty();
+    return scheduler_->has_requests() || output_.num_requests() > 0 || !beam_groups_.empty() ||
+           !steps_in_flight_.empty();
   }
   double keep_alive_interval_seconds() const override {
     // A third of the workers' deadline: two missed beats still leave them waiting.
@@ -270,21 +274,39 @@ class LLMEngineImpl final : public LLMEngine {
   int64_t scheduled_tokens_ = 0;
   int64_t prefix_queries_ = 0;
   int64_t prefix_hits_ = 0;
+  int64_t model_steps_ = 0;
+  int64_t overlapped_steps_ = 0;
 
-  // Step scratch.
-  std::vector<engine::RunnerSequence> runner_seqs_;
-  std::vector<sampling::SamplingRow> rows_;
-  std::vector<size_t> row_of_scheduled_;
-  std::vector<int64_t> row_src_;  // (rows_) the logits row each sampling row reads
-  std::vector<float> sample_logits_;  // (rows_, vocab) when rows do not map 1:1 to logits rows
   struct ForkRow {
     size_t sched_idx;  // the parent in SchedulerOutput.scheduled_requests
     std::string child_id;
     size_t row;  // its sampling row
   };
-  std::vector<ForkRow> fork_rows_;
+  // A scheduled step, from its launch to its outputs: what the model runs and how its logits
+  // are sampled. Rows point at SequenceState and PromptLogprobsState entries, which outlive the
+  // step (step() keeps the states of sequences with a step in flight).
+  struct StepBatch {
+    core::SchedulerOutput sched;
+    bool runs = false;  // tokens were scheduled: the model runs it
+    double scheduled_at = 0.0;
+    std::vector<engine::RunnerSequence> runner_seqs;  // spans into sched
+    std::vector<sampling::SamplingRow> rows;
+    std::vector<size_t> row_of_scheduled;  // (scheduled) its sampling row; SIZE_MAX: none
+    std::vector<int64_t> row_src;  // (rows) the logits row each sampling row reads
+    std::vector<ForkRow> fork_rows;
+    std::vector<std::pair<size_t, int64_t>> beam_rows;  // (scheduled index, logits row) of beams
+    // Per scheduled request: its first logits row and its pending prompt logprobs (or null).
+    std::vector<int64_t> first_logit_row;
+    std::vector<PromptLogprobsState*> prompt_lp;
+    int64_t num_logit_rows = 0;
+  };
+  // Launched and not yet completed, oldest first: one step at a time, or one per pipeline stage
+  // (ModelRunner::max_in_flight()).
+  std::deque<StepBatch> steps_in_flight_;
+
+  // Step scratch.
+  std::vector<float> sample_logits_;  // (rows, vocab) when rows do not map 1:1 to logits rows
   sampling::LogprobsLists prompt_lists_;
-  std::vector<std::pair<size_t, int64_t>> beam_rows_;  // (scheduled index, logits row) of beams
   struct BeamFork {
     size_t sched_idx;  // the parent beam in SchedulerOutput.scheduled_requests
     std::string child_id;
@@ -301,24 +323,32 @@ class LLMEngineImpl final : public LLMEngine {
     SequenceState* state;
     std::span<const int32_t> outputs;  // the constrained part of the output
     std::string seq_id;
-    size_t row;          // in rows_
+    size_t row;          // in the step's rows
     std::string error;   // what computing it threw
   };
   std::vector<MaskJob> mask_jobs_;
   bool overlap_masks_ = false;
 
-  // `row`: the index the row will have in rows_ (its mask is computed later, see MaskJob).
+  // `row`: the index the row will have in the step's rows (its mask is computed later, see
+  // MaskJob).
   sampling::SamplingRow make_row(const std::string& seq_id, std::span<const int32_t> prompt,
                                  std::span<const int32_t> outputs, size_t row);
   void compute_masks();
   // Points the rows at their masks; a request whose mask failed ends with "error".
-  void attach_masks();
+  void attach_masks(StepBatch& b);
   // Compiles (or finds in the cache) a request's constraint; an error message for a bad one.
   std::variant<std::shared_ptr<structured::CompiledGrammar>, std::string> compile_constraint(
       const StructuredOutputsParams& so);
   // The sampling rows of a scheduled sequence and of the children forked from it this step;
-  // throws what a faulty request throws (nothing is added to rows_ then).
-  void add_rows(size_t sched_idx, const core::ScheduledRequest& s, int64_t logits_row);
+  // throws what a faulty request throws (nothing is added to b.rows then).
+  void add_rows(StepBatch& b, size_t sched_idx, const core::ScheduledRequest& s,
+                int64_t logits_row);
+  // Schedules a step and starts the model on it (steps_in_flight_.back()); `depth`: how many
+  // steps may be in flight.
+  void launch_step(size_t depth);
+  // Waits for a launched step's logits, samples, updates the scheduler and queues the updates.
+  void complete_step(StepBatch& b, std::vector<engine::SequenceUpdate>& updates,
+                     std::vector<RequestOutput>& beam_outputs);
   // Finishes every sequence (children, beams) of a request in the scheduler with `status` and
   // queues their final updates.
   void finish_sequences(const std::string& request_id, core::RequestStatus status,
@@ -333,7 +363,7 @@ class LLMEngineImpl final : public LLMEngine {
                                              int max_tokens);
   // One beam search step for every group whose live beams all have logits in this step: fills
   // beam_tokens_ and beam_forks_, frees pruned beams, finishes groups that are done.
-  void run_beam_steps(const core::SchedulerOutput& sched, std::span<const float> logits,
+  void run_beam_steps(const StepBatch& batch, std::span<const float> logits,
                       std::vector<RequestOutput>* finished);
   // Final output of a beam group; frees its live beams in the scheduler and forgets the group.
   RequestOutput finish_beam_group(const std::string& request_id, bool aborted);
@@ -397,7 +427,8 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   VELLUM_CHECK(!swap || budget.num_host_blocks > 0, ErrorCode::kInvalidArgument,
                "--preemption-mode swap needs a host swap space: add e.g. --swap-space 4GiB");
   runner_ = std::make_unique<engine::ModelRunner>(*loaded_.model, shape, budget.num_blocks,
-                                                  budget.num_host_blocks, groups_.world.get());
+                                                  budget.num_host_blocks, groups_.world.get(),
+                                                  config.parallel.pipeline_parallel_size);
 
   core::KVCacheConfig kv;
   kv.num_blocks = static_cast<int>(budget.num_blocks);
@@ -722,13 +753,67 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
   }
   pending_aborts_.clear();
 
-  core::SchedulerOutput sched = [&] {
-    profile::Scope timed(profile::Phase::kScheduler);
-    return scheduler_->schedule();
+  // Pipeline parallelism keeps up to one step per stage in flight: this step is scheduled and
+  // launched while the later stages still run the previous ones (vLLM's batch queue). Beam search
+  // runs one step at a time (a beam step needs every beam of a group, and they advance together).
+  const size_t depth =
+      beam_groups_.empty() ? static_cast<size_t>(runner_->max_in_flight()) : size_t{1};
+  if (steps_in_flight_.size() < depth) launch_step(depth);
+  // Collect the oldest step once no more may start: the queue is full, or the newest step computes
+  // nothing (nothing else could be scheduled until a step in flight returns its tokens).
+  while (!steps_in_flight_.empty() &&
+         (steps_in_flight_.size() >= depth || !steps_in_flight_.back().runs)) {
+    complete_step(steps_in_flight_.front(), updates, beam_outputs);
+    steps_in_flight_.pop_front();
+  }
+  // Requests that failed while a step was being set up end now; their steps' updates skip them.
+  for (const std::string& request_id : failed_requests_) {
+    finish_sequences(request_id, core::RequestStatus::kFinishedError, "error", updates);
+  }
+  failed_requests_.clear();
+
+  engine::OutputProcessor::Result result = [&] {
+    profile::Scope timed(profile::Phase::kOutput);
+    return output_.process(updates, now_seconds());
   }();
+  attach_prompt_logprobs(result.outputs);
+  for (RequestOutput& out : beam_outputs) result.outputs.push_back(std::move(out));
+  for (const std::string& seq_id : result.stopped_seq_ids) {
+    scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedStopped);
+  }
+  // Forget the sampling state of sequences whose request is gone, unless a step in flight still
+  // samples them (its rows point at that state; the scheduler drops their tokens).
+  std::unordered_set<std::string_view> in_flight;
+  for (const StepBatch& b : steps_in_flight_) {
+    for (const core::ScheduledRequest& s : b.sched.scheduled_requests) in_flight.insert(s.request_id);
+  }
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if (!output_.request_of(it->first) && !in_flight.contains(it->first)) {
+      it = sequences_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::erase_if(pending_forks_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
+  std::erase_if(prompt_logprobs_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
+  return std::move(result.outputs);
+}
+
+void LLMEngineImpl::launch_step(size_t depth) {
+  // With steps in flight, the running requests are spread over them so that every stage has
+  // work: a step takes at most its share of them.
+  int running_limit = std::numeric_limits<int>::max();
+  if (depth > 1) {
+    const auto share = (static_cast<size_t>(scheduler_->num_running()) + depth - 1) / depth;
+    running_limit = static_cast<int>(std::max<size_t>(share, 1));
+  }
+  StepBatch& b = steps_in_flight_.emplace_back();
+  b.sched = [&] {
+    profile::Scope timed(profile::Phase::kScheduler);
+    return scheduler_->schedule(running_limit);
+  }();
+  const core::SchedulerOutput& sched = b.sched;
   scheduled_tokens_ += sched.total_num_scheduled_tokens;
-  core::ModelRunnerOutput runner_out;
-  std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
   {
     // Even in a step that computes nothing: a request that preempted itself (the only one
     // running) is swapped out in a step with no scheduled tokens, and its blocks are reused next.
@@ -742,70 +827,71 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     runner_->swap_in(moves(sched.blocks_to_swap_in));
     runner_->apply_block_copies(moves(sched.blocks_to_copy));
   }
-  if (sched.total_num_scheduled_tokens > 0) {
+  b.runs = sched.total_num_scheduled_tokens > 0;
+  if (!b.runs) return;
+  ++model_steps_;
+  if (steps_in_flight_.size() > 1) ++overlapped_steps_;  // the earlier ones all run
 
+  mask_jobs_.clear();
+  b.row_of_scheduled.assign(sched.scheduled_requests.size(), SIZE_MAX);
+  b.first_logit_row.assign(sched.scheduled_requests.size(), 0);
+  b.prompt_lp.assign(sched.scheduled_requests.size(), nullptr);
+  b.scheduled_at = now_seconds();
+  for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
+    const core::ScheduledRequest& s = sched.scheduled_requests[i];
+    output_.record_first_scheduled(s.request_id, b.scheduled_at);
+    int32_t num_logits = s.samples_token ? 1 : 0;
+    if (auto lp = prompt_logprobs_.find(s.request_id);
+        lp != prompt_logprobs_.end() && !lp->second.complete &&
+        s.num_computed_tokens < s.request->num_prompt_tokens() - 1) {
+      // Logits for every position of the chunk; the last one is also the sampling row.
+      b.prompt_lp[i] = &lp->second;
+      num_logits = static_cast<int32_t>(s.token_ids.size());
+    }
+    b.first_logit_row[i] = b.num_logit_rows;
+    b.num_logit_rows += num_logits;
+    b.runner_seqs.push_back({s.token_ids, s.num_computed_tokens, s.group_block_ids, num_logits});
+    if (!s.samples_token) continue;
+    if (beam_of_seq_.contains(s.request_id)) {
+      b.beam_rows.push_back({i, b.num_logit_rows - 1});
+      continue;
+    }
+    throw_if_fatal_fault(s.request_id);
+    try {
+      add_rows(b, i, s, b.num_logit_rows - 1);
+    } catch (const std::exception& e) {
+      // One request's fault (a bug in its sampling setup, an allocation failure) ends that
+      // request only.
+      const auto request_id = output_.request_of(s.request_id);
+      if (!request_id) throw;
+      VELLUM_LOG_ERROR("request {} failed inside the engine: {}", *request_id, e.what());
+      failed_requests_.push_back(*request_id);
+    }
+  }
+  if (overlap_masks_ && !mask_jobs_.empty()) {
+    std::future<void> masks = std::async(std::launch::async, [this] { compute_masks(); });
+    runner_->launch(b.runner_seqs);
+    masks.get();
+  } else {
+    {
+      profile::Scope timed(profile::Phase::kSampling);
+      compute_masks();
+    }
+    runner_->launch(b.runner_seqs);
+  }
+  attach_masks(b);
+}
+
+void LLMEngineImpl::complete_step(StepBatch& b, std::vector<engine::SequenceUpdate>& updates,
+                                  std::vector<RequestOutput>& beam_outputs) {
+  core::SchedulerOutput& sched = b.sched;
+  core::ModelRunnerOutput runner_out;
+  std::vector<std::vector<TokenLogprobs>> logprobs_of(sched.scheduled_requests.size());
+  if (b.runs) {
+    const std::span<float> logits = runner_->collect();
     const int64_t vocab = vocab_size();
-    runner_seqs_.clear();
-    rows_.clear();
-    mask_jobs_.clear();
-    row_src_.clear();
-    fork_rows_.clear();
-    beam_rows_.clear();
-    beam_forks_.clear();
-    beam_tokens_.clear();
-    row_of_scheduled_.assign(sched.scheduled_requests.size(), SIZE_MAX);
-    // Per scheduled request: its first logits row and its pending prompt logprobs (or null).
-    std::vector<int64_t> first_logit_row(sched.scheduled_requests.size(), 0);
-    std::vector<PromptLogprobsState*> prompt_lp(sched.scheduled_requests.size(), nullptr);
-    int64_t num_logit_rows = 0;
-    const double now = now_seconds();
     for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
-      const core::ScheduledRequest& s = sched.scheduled_requests[i];
-      output_.record_first_scheduled(s.request_id, now);
-      int32_t num_logits = s.samples_token ? 1 : 0;
-      if (auto lp = prompt_logprobs_.find(s.request_id);
-          lp != prompt_logprobs_.end() && !lp->second.complete &&
-          s.num_computed_tokens < s.request->num_prompt_tokens() - 1) {
-        // Logits for every position of the chunk; the last one is also the sampling row.
-        prompt_lp[i] = &lp->second;
-        num_logits = static_cast<int32_t>(s.token_ids.size());
-      }
-      first_logit_row[i] = num_logit_rows;
-      num_logit_rows += num_logits;
-      runner_seqs_.push_back({s.token_ids, s.num_computed_tokens, s.group_block_ids, num_logits});
-      if (!s.samples_token) continue;
-      if (beam_of_seq_.contains(s.request_id)) {
-        beam_rows_.push_back({i, num_logit_rows - 1});
-        continue;
-      }
-      throw_if_fatal_fault(s.request_id);
-      try {
-        add_rows(i, s, num_logit_rows - 1);
-      } catch (const std::exception& e) {
-        // One request's fault (a bug in its sampling setup, an allocation failure) ends that
-        // request only.
-        const auto request_id = output_.request_of(s.request_id);
-        if (!request_id) throw;
-        VELLUM_LOG_ERROR("request {} failed inside the engine: {}", *request_id, e.what());
-        failed_requests_.push_back(*request_id);
-      }
-    }
-    std::span<float> logits;
-    if (overlap_masks_ && !mask_jobs_.empty()) {
-      std::future<void> masks = std::async(std::launch::async, [this] { compute_masks(); });
-      logits = runner_->execute(runner_seqs_);
-      masks.get();
-    } else {
-      {
-        profile::Scope timed(profile::Phase::kSampling);
-        compute_masks();
-      }
-      logits = runner_->execute(runner_seqs_);
-    }
-    attach_masks();
-
-    for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
-      PromptLogprobsState* lp = prompt_lp[i];
+      PromptLogprobsState* lp = b.prompt_lp[i];
       if (lp == nullptr) continue;
       const core::ScheduledRequest& s = sched.scheduled_requests[i];
       const std::span<const int32_t> prompt = s.request->prompt_token_ids();
@@ -814,7 +900,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
                                             static_cast<int64_t>(prompt.size()) - 1);
       const int64_t num_positions = end - begin;
       sampling::compute_prompt_logprobs(
-          logits.data() + first_logit_row[i] * vocab, num_positions, vocab,
+          logits.data() + b.first_logit_row[i] * vocab, num_positions, vocab,
           prompt.subspan(static_cast<size_t>(begin + 1), static_cast<size_t>(num_positions)),
           lp->num_top, &prompt_lists_);
       for (int64_t j = 0; j < num_positions; ++j) {
@@ -823,23 +909,23 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       lp->complete = end == static_cast<int64_t>(prompt.size()) - 1;
     }
 
-    if (!rows_.empty()) {
+    if (!b.rows.empty()) {
       float* sample_logits = logits.data();
-      bool identity = static_cast<int64_t>(rows_.size()) == num_logit_rows;
-      for (size_t r = 0; identity && r < rows_.size(); ++r) {
-        identity = row_src_[r] == static_cast<int64_t>(r);
+      bool identity = static_cast<int64_t>(b.rows.size()) == b.num_logit_rows;
+      for (size_t r = 0; identity && r < b.rows.size(); ++r) {
+        identity = b.row_src[r] == static_cast<int64_t>(r);
       }
       if (!identity) {
-        sample_logits_.resize(rows_.size() * static_cast<size_t>(vocab));
-        for (size_t r = 0; r < rows_.size(); ++r) {
+        sample_logits_.resize(b.rows.size() * static_cast<size_t>(vocab));
+        for (size_t r = 0; r < b.rows.size(); ++r) {
           std::memcpy(sample_logits_.data() + r * static_cast<size_t>(vocab),
-                      logits.data() + row_src_[r] * vocab,
+                      logits.data() + b.row_src[r] * vocab,
                       static_cast<size_t>(vocab) * sizeof(float));
         }
         sample_logits = sample_logits_.data();
       }
       profile::Scope timed(profile::Phase::kSampling);
-      sampler_.sample(sample_logits, static_cast<int64_t>(rows_.size()), vocab, rows_,
+      sampler_.sample(sample_logits, static_cast<int64_t>(b.rows.size()), vocab, b.rows,
                       &sampler_out_);
     }
     auto row_logprobs = [&](size_t r) {
@@ -851,15 +937,17 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       }
       return out;
     };
-    run_beam_steps(sched, logits, &beam_outputs);
+    beam_forks_.clear();
+    beam_tokens_.clear();
+    run_beam_steps(b, logits, &beam_outputs);
     for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
       const core::ScheduledRequest& s = sched.scheduled_requests[i];
       runner_out.req_ids.push_back(s.request_id);
-      const size_t r = row_of_scheduled_[i];
+      const size_t r = b.row_of_scheduled[i];
       if (r == SIZE_MAX) {
         // Beams get the token their group chose (none when pruned: they are finished by now).
-        if (auto b = beam_tokens_.find(s.request_id); b != beam_tokens_.end()) {
-          runner_out.sampled_token_ids.push_back({b->second});
+        if (auto t = beam_tokens_.find(s.request_id); t != beam_tokens_.end()) {
+          runner_out.sampled_token_ids.push_back({t->second});
         } else {
           runner_out.sampled_token_ids.emplace_back();
         }
@@ -876,13 +964,16 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     auto fork = [&](size_t sched_idx, const std::string& child_id, int32_t token,
                     std::vector<TokenLogprobs> lps) {
       const core::ScheduledRequest& parent = sched.scheduled_requests[sched_idx];
+      // Aborted (or failed) while its step was in flight: its children go with it.
+      const core::Request* live = scheduler_->get_request(parent.request_id);
+      if (live == nullptr || core::is_finished(live->status)) return;
       const std::span<const int32_t> prompt = parent.request->prompt_token_ids();
       auto child = std::make_shared<core::Request>(
           child_id, std::vector<int32_t>(prompt.begin(), prompt.end()), parent.request->params(),
           hasher_);
       child->append_output_token_ids(parent.request->output_token_ids());
       scheduler_->fork_request(parent.request_id, child);
-      output_.record_first_scheduled(child_id, now);
+      output_.record_first_scheduled(child_id, b.scheduled_at);
       core::ScheduledRequest cs;
       cs.request_id = child_id;
       cs.request = child;
@@ -894,7 +985,7 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
       runner_out.sampled_token_ids.push_back({token});
       logprobs_of.push_back(std::move(lps));
     };
-    for (const ForkRow& f : fork_rows_) {
+    for (const ForkRow& f : b.fork_rows) {
       fork(f.sched_idx, f.child_id, sampler_out_.sampled_token_ids[f.row], row_logprobs(f.row));
       pending_forks_.erase(sched.scheduled_requests[f.sched_idx].request_id);
     }
@@ -937,30 +1028,9 @@ std::vector<RequestOutput> LLMEngineImpl::step() {
     prefix_queries_ += stats.prefix_cache_stats->queries;
     prefix_hits_ += stats.prefix_cache_stats->hits;
   }
-
-  engine::OutputProcessor::Result result = [&] {
-    profile::Scope timed(profile::Phase::kOutput);
-    return output_.process(updates, now_seconds());
-  }();
-  attach_prompt_logprobs(result.outputs);
-  for (RequestOutput& out : beam_outputs) result.outputs.push_back(std::move(out));
-  for (const std::string& seq_id : result.stopped_seq_ids) {
-    scheduler_->finish_request(seq_id, core::RequestStatus::kFinishedStopped);
-  }
-  // Forget the sampling state of sequences whose request is gone.
-  for (auto it = sequences_.begin(); it != sequences_.end();) {
-    if (!output_.request_of(it->first)) {
-      it = sequences_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  std::erase_if(pending_forks_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
-  std::erase_if(prompt_logprobs_, [&](const auto& kv) { return !sequences_.contains(kv.first); });
-  return std::move(result.outputs);
 }
 
-void LLMEngineImpl::add_rows(size_t sched_idx, const core::ScheduledRequest& s,
+void LLMEngineImpl::add_rows(StepBatch& b, size_t sched_idx, const core::ScheduledRequest& s,
                              int64_t logits_row) {
   const FaultInjectionConfig& fault = config_.fault_injection;
   if (!fault.fatal && !fault.request_id_substring.empty() &&
@@ -969,22 +1039,22 @@ void LLMEngineImpl::add_rows(size_t sched_idx, const core::ScheduledRequest& s,
   }
   std::vector<sampling::SamplingRow> rows;
   rows.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
-                          s.request->output_token_ids(), rows_.size()));
+                          s.request->output_token_ids(), b.rows.size()));
   const auto f = pending_forks_.find(s.request_id);
   if (f != pending_forks_.end()) {
     for (const std::string& child_id : f->second) {
       rows.push_back(make_row(child_id, s.request->prompt_token_ids(), {},
-                              rows_.size() + rows.size()));
+                              b.rows.size() + rows.size()));
     }
   }
-  row_of_scheduled_[sched_idx] = rows_.size();
-  rows_.push_back(std::move(rows[0]));
-  row_src_.push_back(logits_row);
+  b.row_of_scheduled[sched_idx] = b.rows.size();
+  b.rows.push_back(std::move(rows[0]));
+  b.row_src.push_back(logits_row);
   if (f != pending_forks_.end()) {
     for (size_t c = 0; c < f->second.size(); ++c) {
-      fork_rows_.push_back({sched_idx, f->second[c], rows_.size()});
-      rows_.push_back(std::move(rows[c + 1]));
-      row_src_.push_back(logits_row);
+      b.fork_rows.push_back({sched_idx, f->second[c], b.rows.size()});
+      b.rows.push_back(std::move(rows[c + 1]));
+      b.row_src.push_back(logits_row);
     }
   }
 }
@@ -1036,11 +1106,11 @@ void LLMEngineImpl::compute_masks() {
   }
 }
 
-void LLMEngineImpl::attach_masks() {
+void LLMEngineImpl::attach_masks(StepBatch& b) {
   for (const MaskJob& job : mask_jobs_) {
-    if (job.row >= rows_.size()) continue;  // its request failed while its rows were made
+    if (job.row >= b.rows.size()) continue;  // its request failed while its rows were made
     if (job.error.empty()) {
-      rows_[job.row].allowed_token_mask = job.state->mask;
+      b.rows[job.row].allowed_token_mask = job.state->mask;
       continue;
     }
     const auto request_id = output_.request_of(job.seq_id);
@@ -1081,15 +1151,15 @@ LLMEngineImpl::compile_constraint(const StructuredOutputsParams& so) {
   }
 }
 
-void LLMEngineImpl::run_beam_steps(const core::SchedulerOutput& sched,
-                                   std::span<const float> logits,
+void LLMEngineImpl::run_beam_steps(const StepBatch& batch, std::span<const float> logits,
                                    std::vector<RequestOutput>* finished) {
-  if (beam_rows_.empty()) return;
+  if (batch.beam_rows.empty()) return;
+  const core::SchedulerOutput& sched = batch.sched;
   const int64_t vocab = vocab_size();
   // Logits row of each scheduled beam, by seq id; the groups that have any.
   std::unordered_map<std::string, std::pair<size_t, int64_t>> row_of_beam;
   std::vector<std::string> groups;
-  for (const auto& [sched_idx, row] : beam_rows_) {
+  for (const auto& [sched_idx, row] : batch.beam_rows) {
     const std::string& seq_id = sched.scheduled_requests[sched_idx].request_id;
     row_of_beam.emplace(seq_id, std::make_pair(sched_idx, row));
     const std::string& request_id = beam_of_seq_.at(seq_id);
@@ -1172,6 +1242,8 @@ EngineStats LLMEngineImpl::stats() const {
   s.scheduled_tokens = scheduled_tokens_;
   s.num_kv_blocks = num_kv_blocks_;
   s.block_size = config_.cache.block_size;
+  s.num_model_steps = model_steps_;
+  s.num_overlapped_steps = overlapped_steps_;
   return s;
 }
 

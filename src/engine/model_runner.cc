@@ -10,14 +10,16 @@
 namespace vellum::engine {
 
 ModelRunner::ModelRunner(model::Model& model, const model::KvCacheShape& shape, int64_t num_blocks,
-                         int64_t num_host_blocks, Communicator* control)
+                         int64_t num_host_blocks, Communicator* control, int pipeline_stages)
     : model_(model), cache_(shape, num_blocks), control_(control) {
   if (num_host_blocks > 0) host_cache_.emplace(shape, num_host_blocks);
+  in_flight_.resize(drives() ? static_cast<size_t>(std::max(pipeline_stages, 1)) : 1);
 }
 
 ModelRunner::~ModelRunner() {
   if (!drives() || control_failed_) return;
   try {
+    while (num_in_flight_ > 0) collect();
     broadcast_op(Op::kShutdown, {});
   } catch (const std::exception& e) {
     VELLUM_LOG_WARN("could not tell the other ranks to stop: {}", e.what());
@@ -130,14 +132,42 @@ void ModelRunner::swap_in(std::span<const BlockMove> moves) {
   });
 }
 
-std::span<float> ModelRunner::execute(std::span<const RunnerSequence> sequences) {
-  return guarded(control_failed_, [&] {
+void ModelRunner::launch(std::span<const RunnerSequence> sequences) {
+  VELLUM_CHECK(num_in_flight_ < max_in_flight(), ErrorCode::kInternal,
+               "launch() with {} steps in flight: collect() one first", num_in_flight_);
+  InFlight& slot =
+      in_flight_[static_cast<size_t>((oldest_in_flight_ + num_in_flight_) % max_in_flight())];
+  guarded(control_failed_, [&] {
     if (drives()) {
       encode_sequences(sequences);
-      broadcast_op(Op::kExecute, payload_);
+      // The header now; the step itself without waiting for the later stages to take it (they
+      // may still be busy with the previous step): collect() makes sure it went out.
+      std::array<int64_t, 2> header = {static_cast<int64_t>(Op::kExecute),
+                                       static_cast<int64_t>(payload_.size())};
+      control_->broadcast(header.data(), sizeof(header), 0);
+      slot.payload.swap(payload_);
+      slot.payload_sent = control_->start_broadcast(
+          slot.payload.data(), static_cast<int64_t>(slot.payload.size() * sizeof(int32_t)), 0);
     }
-    return do_execute(sequences);
+    do_launch(sequences, slot);
   });
+  ++num_in_flight_;
+}
+
+std::span<float> ModelRunner::collect() {
+  VELLUM_CHECK(num_in_flight_ > 0, ErrorCode::kInternal, "collect() without a step in flight");
+  InFlight& slot = in_flight_[static_cast<size_t>(oldest_in_flight_)];
+  oldest_in_flight_ = (oldest_in_flight_ + 1) % max_in_flight();
+  --num_in_flight_;
+  guarded(control_failed_, [&] {
+    model_.finish_forward();
+    if (slot.payload_sent) {
+      const Communicator::Ticket ticket = *slot.payload_sent;
+      slot.payload_sent.reset();
+      control_->wait(ticket);
+    }
+  });
+  return {slot.logits.data(), slot.num_logits_floats};
 }
 
 void ModelRunner::do_apply_block_copies(std::span<const BlockMove> copies) {
@@ -159,7 +189,7 @@ void ModelRunner::do_swap_in(std::span<const BlockMove> moves) {
                               static_cast<int64_t>(moves.size()));
 }
 
-std::span<float> ModelRunner::do_execute(std::span<const RunnerSequence> sequences) {
+void ModelRunner::do_launch(std::span<const RunnerSequence> sequences, InFlight& slot) {
   batch_.clear();
   const auto block_size = static_cast<int32_t>(cache_.shape().block_size);
   for (const RunnerSequence& s : sequences) {
@@ -168,10 +198,9 @@ std::span<float> ModelRunner::do_execute(std::span<const RunnerSequence> sequenc
                         s.num_computed_tokens, tables_, block_size, s.num_logits);
   }
   batch_.finalize();
-  const size_t need = static_cast<size_t>(batch_.num_logits() * vocab_size());
-  if (logits_.size() < need) logits_.resize(need);
-  model_.forward(batch_, cache_, logits_.data());
-  return {logits_.data(), need};
+  slot.num_logits_floats = static_cast<size_t>(batch_.num_logits() * vocab_size());
+  if (slot.logits.size() < slot.num_logits_floats) slot.logits.resize(slot.num_logits_floats);
+  model_.start_forward(batch_, cache_, slot.logits.data());
 }
 
 double ModelRunner::probe_all_reduce(int64_t count, int rounds) {
@@ -256,7 +285,8 @@ void ModelRunner::run_worker_loop(double first_wait_seconds, double idle_timeout
       VELLUM_CHECK(cursor == payload_.size(), ErrorCode::kInternal,
                    "malformed step message from rank 0 ({} words, {} decoded)", payload_.size(),
                    cursor);
-      do_execute(sequences_);
+      do_launch(sequences_, in_flight_[0]);
+      model_.finish_forward();
       continue;
     }
     const auto num_moves = static_cast<size_t>(payload_.at(0));

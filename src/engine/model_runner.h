@@ -40,10 +40,12 @@ struct BlockMove {
 class ModelRunner {
  public:
   // control: the world group (rank 0 drives); null for a single process. Must outlive the runner.
+  // pipeline_stages: how many steps launch() may keep in flight on rank 0 (1: none overlap).
   ModelRunner(model::Model& model, const model::KvCacheShape& shape, int64_t num_blocks,
-              int64_t num_host_blocks, Communicator* control = nullptr);
-  // On rank 0 of a parallel run: tells the other ranks to leave run_worker_loop(), unless a
-  // communication already failed (then the job is ending anyway).
+              int64_t num_host_blocks, Communicator* control = nullptr, int pipeline_stages = 1);
+  // On rank 0 of a parallel run: collects the steps still in flight and tells the other ranks to
+  // leave run_worker_loop(), unless a communication already failed (then the job is ending
+  // anyway).
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -57,7 +59,24 @@ class ModelRunner {
 
   // Runs the step. Returns logits (num_logits_total, vocab), rows in sequence order, valid until
   // the next call (on rank 0; other ranks' are unspecified).
-  std::span<float> execute(std::span<const RunnerSequence> sequences);
+  std::span<float> execute(std::span<const RunnerSequence> sequences) {
+    launch(sequences);
+    return collect();
+  }
+
+  // execute() in two halves, so that pipeline stages overlap: on rank 0 of a pipeline-parallel
+  // run launch() returns once the first stage's layers ran, while the later stages go on with
+  // the step, and the engine may schedule and launch the next one. collect() waits for the
+  // logits of the oldest step launched and not yet collected and returns them (as execute()
+  // does; valid until max_in_flight() more steps are launched). Steps are collected in launch
+  // order; block moves (apply_block_copies, swaps) between them reach every stage in call order.
+  // Without pipeline stages launch() runs the whole step.
+  void launch(std::span<const RunnerSequence> sequences);
+  std::span<float> collect();
+  // How many launched steps may be uncollected: the number of pipeline stages on rank 0 of a
+  // pipeline-parallel run, else 1.
+  int max_in_flight() const { return static_cast<int>(in_flight_.size()); }
+  int num_in_flight() const { return num_in_flight_; }
 
   // On rank 0 of a parallel run: tells the idle workers that rank 0 is alive (no-op otherwise).
   void keep_alive();
@@ -86,7 +105,17 @@ class ModelRunner {
   model::KvCache cache_;
   std::optional<model::KvCache> host_cache_;  // swap tier; absent when num_host_blocks == 0
   model::ForwardBatch batch_;
-  std::vector<float> logits_;
+  // A launched step: its logits (filled by the last stage) and, on rank 0, the step message the
+  // other ranks are still receiving.
+  struct InFlight {
+    std::vector<float> logits;
+    size_t num_logits_floats = 0;
+    std::vector<int32_t> payload;
+    std::optional<Communicator::Ticket> payload_sent;
+  };
+  std::vector<InFlight> in_flight_;  // a ring of max_in_flight() slots
+  int oldest_in_flight_ = 0;
+  int num_in_flight_ = 0;
   std::vector<int32_t> src_ids_, dst_ids_;
 
   enum class Op : int64_t {
@@ -101,7 +130,8 @@ class ModelRunner {
   void do_apply_block_copies(std::span<const BlockMove> copies);
   void do_swap_out(std::span<const BlockMove> moves);
   void do_swap_in(std::span<const BlockMove> moves);
-  std::span<float> do_execute(std::span<const RunnerSequence> sequences);
+  // Builds the batch and starts the model on it; the logits go to `slot`.
+  void do_launch(std::span<const RunnerSequence> sequences, InFlight& slot);
 
   Communicator* control_ = nullptr;
   bool control_failed_ = false;  // a broadcast or step failed: peers may be gone

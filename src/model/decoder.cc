@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <optional>
 
 #include "common/aligned_buffer.h"
@@ -60,7 +61,12 @@ class DecoderModel final : public Model {
     if (parallel_.pp_size() > 1) shape.layout = stage_layout(shape.layout, layer_range_);
     return shape;
   }
-  void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override;
+  void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override {
+    start_forward(batch, kv_cache, logits);
+    finish_forward();
+  }
+  void start_forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override;
+  void finish_forward() override;
   size_t weight_bytes() const override { return weight_bytes_; }
   size_t weight_bytes_read() const override { return weight_bytes_read_; }
   size_t expert_weight_bytes() const override {
@@ -103,6 +109,9 @@ class DecoderModel final : public Model {
   size_t moe_weight_bytes_per_token_ = 0;  // the MoE layers' share of weight_bytes_
   size_t lm_head_bytes_ = 0;               // (last stage) the LM head's share
   std::string description_;
+  // The first pipeline stage's batches in flight, oldest first: the receive of each one's logits
+  // from the last stage (none for a batch without logits, or on the other ranks).
+  std::deque<std::optional<Communicator::Ticket>> logits_in_flight_;
 
   // Grow-only activation buffers.
   AlignedBuffer x_, h_, qkv_, attn_, gate_up_, act_, ffn_out_, logits_in_;
@@ -375,7 +384,19 @@ void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
   layer.down.forward(out, act, num_tokens, scratch);
 }
 
-void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) {
+void DecoderModel::finish_forward() {
+  VELLUM_CHECK(!logits_in_flight_.empty(), ErrorCode::kInternal,
+               "finish_forward() without a batch in flight");
+  const std::optional<Communicator::Ticket> ticket = logits_in_flight_.front();
+  logits_in_flight_.pop_front();
+  if (ticket) {
+    profile::Scope timed(Phase::kCommunication);
+    parallel_.pp->wait(*ticket);
+  }
+}
+
+void DecoderModel::start_forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) {
+  logits_in_flight_.emplace_back();  // this batch's entry, whichever way it returns
   const int64_t num_tokens = batch.num_tokens();
   VELLUM_CHECK(num_tokens > 0, ErrorCode::kInternal, "forward called with an empty batch");
   const KvCacheShape& kv = kv_cache.shape();
@@ -520,11 +541,12 @@ void DecoderModel::forward(const ForwardBatch& batch, KvCache& kv_cache, float* 
     profile::Scope timed(Phase::kCommunication);
     parallel_.pp->send(x, num_tokens * hidden * static_cast<int64_t>(sizeof(float)), pp_rank + 1,
                        kActivationTag);
-    // The last stage's tensor-parallel rank 0 sends the logits back to the first stage's.
+    // The last stage's tensor-parallel rank 0 sends the logits back to the first stage's; they
+    // arrive while this stage runs the next batch (finish_forward() waits for them).
     if (pp_rank == 0 && parallel_.tp_rank() == 0 && batch.num_logits() > 0) {
       const int64_t bytes =
           batch.num_logits() * config_.vocab_size * static_cast<int64_t>(sizeof(float));
-      parallel_.pp->recv(logits, bytes, pp_size - 1, kLogitsTag);
+      logits_in_flight_.back() = parallel_.pp->start_recv(logits, bytes, pp_size - 1, kLogitsTag);
     }
     return;
   }

@@ -45,6 +45,17 @@ class Model {
   // logits are written on the first rank only (the others' `logits` is not touched).
   virtual void forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) = 0;
 
+  // forward() in two halves, for a first pipeline stage that keeps several batches in flight:
+  // start_forward() runs this stage's layers, hands the activations to the next stage and begins
+  // receiving the logits into `logits` (which must stay valid and untouched until they are in);
+  // finish_forward() waits for the logits of the oldest batch started and not yet finished.
+  // Batches finish in the order they started; every start_forward() needs one finish_forward().
+  // Without pipeline stages start_forward() is forward() and finish_forward() returns at once.
+  virtual void start_forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) {
+    forward(batch, kv_cache, logits);
+  }
+  virtual void finish_forward() {}
+
   // Shape of the KV cache this model needs, for a given block size and storage type. hybrid:
   // one KV cache group per attention type when full and sliding-window layers are mixed
   // (KvCacheLayout::hybrid); otherwise one group of all layers. Under tensor / pipeline

@@ -301,6 +301,34 @@ void MpiCommunicator::recv(void* data, int64_t bytes, int src, int tag) {
   wait_all(requests_, peers_, "receive", options_.timeout_seconds);
 }
 
+Communicator::Ticket MpiCommunicator::start_broadcast(const void* data, int64_t bytes, int root) {
+  VELLUM_CHECK(rank_ == root, ErrorCode::kInternal,
+               "start_broadcast() is the root's side; rank {} is not the root {}", rank_, root);
+  Pending& p = pending_[next_ticket_];
+  p.what = "broadcast";
+  for (int r = 0; r < size_; ++r) {
+    if (r != root) post_send(p.requests, p.peers, data, bytes, r, kTagBroadcast, comm_);
+  }
+  return next_ticket_++;
+}
+
+Communicator::Ticket MpiCommunicator::start_recv(void* data, int64_t bytes, int src, int tag) {
+  Pending& p = pending_[next_ticket_];
+  p.what = "receive";
+  post_recv(p.requests, p.peers, data, bytes, src, kTagUser + tag, comm_);
+  return next_ticket_++;
+}
+
+void MpiCommunicator::wait(Ticket ticket) {
+  auto it = pending_.find(ticket);
+  VELLUM_CHECK(it != pending_.end(), ErrorCode::kInternal,
+               "wait() on ticket {}, which is not pending", ticket);
+  // Forgotten even when the wait throws: the job is ending then.
+  Pending p = std::move(it->second);
+  pending_.erase(it);
+  wait_all(p.requests, p.peers, p.what, options_.timeout_seconds);
+}
+
 int64_t MpiCommunicator::all_min(int64_t value) {
   if (size_ == 1) return value;
   requests_.clear();

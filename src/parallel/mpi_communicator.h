@@ -3,10 +3,10 @@
 //
 // Every operation is built from non-blocking point-to-point messages that are polled against a
 // deadline (MpiCommunicator::Options::timeout_seconds), so a rank that died or stopped answering is
-// reported by name (vellum::Error) instead of hanging the job. Collectives go through the group's
-// rank 0: all_reduce_sum sums in rank order there and sends the result back, which makes every
-// rank's result bit-identical (and equal from run to run). For the 2-4 ranks of a host or a small
-// cluster this costs the same bytes as a ring; the root's link is the limit beyond that.
+// reported by name (vellum::Error) instead of hanging the job. all_reduce_sum is a reduce-scatter
+// and an all-gather: each rank sums one slice of the payload in rank order and sends it to the
+// others, so every rank's result is bit-identical (and equal from run to run) and each rank moves
+// 2 (size - 1) / size of the payload, as in a ring.
 //
 // Thread-safety: MPI is initialised with MPI_THREAD_SERIALIZED; one thread at a time may use
 // MPI (in Vellum: the engine core thread after start-up).
@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,9 @@ class MpiCommunicator final : public Communicator {
   void wait_for_broadcast(void* data, int64_t bytes, int root, double timeout_seconds) override;
   void send(const void* data, int64_t bytes, int dst, int tag) override;
   void recv(void* data, int64_t bytes, int src, int tag) override;
+  Ticket start_broadcast(const void* data, int64_t bytes, int root) override;
+  Ticket start_recv(void* data, int64_t bytes, int src, int tag) override;
+  void wait(Ticket ticket) override;
   int64_t all_min(int64_t value) override;
   void set_timeout(double seconds) override { options_.timeout_seconds = seconds; }
   CommunicatorStats stats() const override { return stats_; }
@@ -93,6 +97,14 @@ class MpiCommunicator final : public Communicator {
   std::vector<float> reduce_buffer_;  // all-reduce: every rank's copy of this rank's slice
   std::vector<MPI_Request> requests_;
   std::vector<int> peers_;
+  // The transfers start_*() began and wait() has not finished, by ticket.
+  struct Pending {
+    std::vector<MPI_Request> requests;
+    std::vector<int> peers;
+    const char* what = "";
+  };
+  std::map<Ticket, Pending> pending_;
+  Ticket next_ticket_ = 1;
   CommunicatorStats stats_;
 };
 

@@ -101,10 +101,34 @@ class ThreadCommunicator final : public Communicator {
     return m;
   }
   void set_timeout(double) override {}
+  // A receive starts when it is waited for (mail is kept until then).
+  Ticket start_recv(void* data, int64_t bytes, int src, int tag) override {
+    pending_[next_ticket_] = {data, bytes, src, tag};
+    return next_ticket_++;
+  }
+  void wait(Ticket ticket) override {
+    const auto it = pending_.find(ticket);
+    ASSERT_NE(it, pending_.end());
+    const PendingRecv p = it->second;
+    pending_.erase(it);
+    recv(p.data, p.bytes, p.src, p.tag);
+  }
+  Ticket start_broadcast(const void*, int64_t, int) override {
+    ADD_FAILURE() << "the model does not start broadcasts";
+    return 0;
+  }
 
  private:
+  struct PendingRecv {
+    void* data;
+    int64_t bytes;
+    int src;
+    int tag;
+  };
   ThreadGroup& group_;
   int rank_;
+  std::map<Ticket, PendingRecv> pending_;
+  Ticket next_ticket_ = 1;
 };
 
 std::vector<int32_t> make_tokens(uint32_t seed, size_t n, int64_t vocab) {

@@ -123,6 +123,32 @@ case $case_name in
     compare_generate "--pipeline-parallel-size 2" --model "$model" "${prompts[@]}" \
       --max-tokens 48 --temperature 0 --ignore-eos --json
     ;;
+  pp2_overlap)
+    # Two pipeline stages keep two steps in flight (rank 0 schedules and runs the next step while
+    # rank 1 runs the previous one): still the same tokens as one process, with 8 requests spread
+    # over the steps, prompts cut into chunks, n > 1 with a seed, and preemption.
+    many=("${prompts[@]}" --prompt "A big red ball" --prompt "Tom had a cat" --prompt "The sun"
+      --prompt "Once upon a time there was a little girl named Lily who loved to play outside")
+    compare_generate "--pipeline-parallel-size 2" --model "$model" "${many[@]}" --max-tokens 40 \
+      --temperature 0 --ignore-eos --json
+    compare_generate "--pipeline-parallel-size 2" --model "$model" "${many[@]}" --max-tokens 24 \
+      --temperature 0 --ignore-eos --json --max-num-batched-tokens 16 --max-num-seqs 8
+    compare_generate "--pipeline-parallel-size 2" --model "$model" --prompt "Once upon a time" \
+      --prompt "The little dog" --max-tokens 24 --temperature 0.8 --seed 7 --n 3 --ignore-eos \
+      --json
+    compare_generate "--pipeline-parallel-size 2" --model "$model" "${prompts[@]}" --max-tokens 80 \
+      --temperature 0 --ignore-eos --json --num-kv-blocks 13 --max-model-len 128
+    # The steps did overlap: most started while the previous one was in the second stage.
+    "${mpi[@]}" "$vellum" bench throughput --model "$model" --input-len 16 --output-len 32 \
+      --num-prompts 16 --pipeline-parallel-size 2 "${common[@]}" >"$tmp/out" 2>&1 ||
+      fail "bench throughput: $(cat "$tmp/out")"
+    line=$(grep "^Pipeline: " "$tmp/out") || fail "no pipeline line: $(cat "$tmp/out")"
+    echo "$line"
+    read -r overlapped total < <(echo "$line" | sed -E 's/^Pipeline: ([0-9]+) of ([0-9]+) .*/\1 \2/')
+    [ "$total" -gt 0 ] && [ $((2 * overlapped)) -ge "$total" ] ||
+      fail "only $overlapped of $total steps overlapped an earlier one"
+    echo "ok: pipeline steps overlap"
+    ;;
   tp2_chunked_prefill)
     # A 16-token budget cuts the prompts into chunks that run next to other requests' decodes.
     compare_generate "--tensor-parallel-size 2" --model "$model" "${prompts[@]}" \

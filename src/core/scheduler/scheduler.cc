@@ -179,10 +179,11 @@ void Scheduler::preempt_unit(Request* victim, int& token_budget, std::vector<Pla
   }
 }
 
-void Scheduler::schedule_running(int& token_budget, std::vector<Planned>& planned,
-                                 std::vector<Request*>& preempted) {
+void Scheduler::schedule_running(int& token_budget, int running_limit,
+                                 std::vector<Planned>& planned, std::vector<Request*>& preempted) {
   size_t i = 0;
-  while (i < running_.size() && token_budget > 0) {
+  while (i < running_.size() && token_budget > 0 &&
+         static_cast<int64_t>(planned.size()) < running_limit) {
     Request* request = running_[i];
     // A unit is served whole: a request, or a lockstep group (from its first running member).
     std::vector<Request*> unit = {request};
@@ -411,13 +412,15 @@ ScheduledRequest Scheduler::commit(const Planned& planned) {
   return s;
 }
 
-SchedulerOutput Scheduler::schedule() {
+SchedulerOutput Scheduler::schedule(int running_limit) {
+  VELLUM_CHECK(running_limit >= 1, ErrorCode::kInvalidArgument,
+               "schedule(): running_limit must be at least 1, got {}", running_limit);
   SchedulerOutput out;
   int token_budget = config_.token_budget();
   std::vector<Planned> planned;
   std::vector<Request*> preempted;
 
-  schedule_running(token_budget, planned, preempted);
+  schedule_running(token_budget, running_limit, planned, preempted);
   if (preempted.empty()) schedule_swapped(token_budget, planned);
   if (preempted.empty() && swapped_.empty()) schedule_waiting(token_budget, planned);
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -72,7 +73,10 @@ class Scheduler {
   void finish_request(std::string_view request_id, RequestStatus finished_status);
 
   // Decides the next step and advances the scheduled requests' num_computed_tokens.
-  SchedulerOutput schedule();
+  // running_limit: at most this many running requests get tokens in this step (a lockstep group
+  // counts whole); the others wait for a later step, as when the token budget runs out. Pipeline
+  // parallelism spreads the running requests over the steps in flight with it.
+  SchedulerOutput schedule(int running_limit = std::numeric_limits<int>::max());
 
   // Applies the sampled tokens of a step: appends them (none for partial prefill chunks), runs
   // check_stop after each and drops the tokens after a stop, frees finished requests. Requests
@@ -133,7 +137,7 @@ class Scheduler {
     ScheduledKind kind;
   };
 
-  void schedule_running(int& token_budget, std::vector<Planned>& planned,
+  void schedule_running(int& token_budget, int running_limit, std::vector<Planned>& planned,
                         std::vector<Request*>& preempted);
   // Tokens for each member of a unit (one request, or a lockstep group's running members in
   // running order). A lockstep group samples only when every member finishes this step; until

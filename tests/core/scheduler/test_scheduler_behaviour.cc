@@ -265,6 +265,35 @@ TEST(SchedulerBehaviour, MaxModelLenCapsTheLength) {
   EXPECT_EQ(r->status, RequestStatus::kFinishedLengthCapped);
 }
 
+// Pipeline parallelism keeps two steps in flight and gives each half of the running requests:
+// the running limit leaves the rest for the next step, and requests whose tokens are still in
+// flight are skipped without counting against it.
+TEST(SchedulerBehaviour, RunningLimitSpreadsRunningRequestsOverStepsInFlight) {
+  auto s = create_scheduler({.max_num_seqs = 4, .max_num_batched_tokens = 256});
+  auto requests = create_requests(4, 16);
+  for (auto& r : requests) s->add_request(r);
+  SchedulerOutput prompts = s->schedule(2);  // admission of waiting requests is not limited
+  EXPECT_EQ(prompts.scheduled_req_ids(), (Ids{"0", "1", "2", "3"}));
+  s->update_from_output(prompts, sample_all(prompts, 7));
+
+  const SchedulerOutput a = s->schedule(2);
+  EXPECT_EQ(a.scheduled_req_ids(), (Ids{"0", "1"}));
+  const SchedulerOutput b = s->schedule(2);  // "0" and "1" wait for their tokens
+  EXPECT_EQ(b.scheduled_req_ids(), (Ids{"2", "3"}));
+  EXPECT_TRUE(s->schedule(2).scheduled_requests.empty());  // everything is in flight
+  s->update_from_output(a, sample_all(a, 8));
+  const SchedulerOutput c = s->schedule(2);
+  EXPECT_EQ(c.scheduled_req_ids(), (Ids{"0", "1"}));
+  EXPECT_EQ(c.num_scheduled_tokens("0"), 1);
+  s->update_from_output(b, sample_all(b, 8));
+  s->update_from_output(c, sample_all(c, 9));
+  for (const auto& r : requests) {
+    EXPECT_EQ(r->output_token_ids().size(), r->request_id() < "2" ? 3u : 2u) << r->request_id();
+  }
+  s->check_invariants();
+  EXPECT_THROW(s->schedule(0), Error);
+}
+
 TEST(SchedulerBehaviour, RejectsBadConfigsAndRequests) {
   EXPECT_THROW(create_scheduler({.max_num_seqs = 0}), vellum::Error);
   EXPECT_THROW(create_scheduler({.max_num_seqs = 64, .max_num_batched_tokens = 32}), vellum::Error);
