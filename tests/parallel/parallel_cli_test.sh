@@ -114,6 +114,39 @@ wait_gone() {
   fail "$3"
 }
 
+# Starts `vellum serve` on 2 ranks with $@ (output in $tmp/serve.out); sets job and port once
+# /health answers 200.
+start_server() {
+  "${mpi[@]}" "$vellum" serve "$model" --port 0 --distributed-timeout 3 "${common[@]}" "$@" \
+    >"$tmp/serve.out" 2>&1 &
+  job=$!
+  port=""
+  local i
+  for ((i = 0; i < 300; i++)); do
+    port=$(grep -o 'listening on http://[^:]*:[0-9]*' "$tmp/serve.out" | grep -o '[0-9]*$')
+    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
+    sleep 0.1
+  done
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null || {
+    kill "$job"
+    fail "the server did not become healthy: $(cat "$tmp/serve.out")"
+  }
+}
+
+# A greedy completion from the server on $port equals one process's.
+expect_served_completion() {
+  local body='{"model": "'$model'", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}'
+  curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d "$body" >"$tmp/completion.json" || fail "completion failed"
+  "$vellum" generate --model "$model" --prompt "Once upon a time" --max-tokens 24 \
+    --temperature 0 --json "${common[@]}" >"$tmp/single.json"
+  local want
+  want=$(grep -o '"text":"[^"]*"' "$tmp/single.json" | tail -1)
+  grep -qF "$want" "$tmp/completion.json" ||
+    fail "the served text differs: $(cat "$tmp/completion.json") vs $want"
+  echo "ok: served completion equals one process"
+}
+
 case $case_name in
   tp2_greedy)
     compare_generate "--tensor-parallel-size 2" --model "$model" "${prompts[@]}" --max-tokens 48 \
@@ -148,6 +181,36 @@ case $case_name in
     [ "$total" -gt 0 ] && [ $((2 * overlapped)) -ge "$total" ] ||
       fail "only $overlapped of $total steps overlapped an earlier one"
     echo "ok: pipeline steps overlap"
+    ;;
+  pp2_aborts)
+    # Clients that hang up while their steps are in flight (two stages, two steps in flight):
+    # their requests are aborted, n = 2 parents among them, and the server goes on serving.
+    start_server --pipeline-parallel-size 2
+    for i in 1 2 3 4 5 6 7 8; do
+      body='{"model": "'$model'", "prompt": "Once", "max_tokens": 400, "ignore_eos": true,
+        "stream": true, "n": 2, "temperature": 0.8, "seed": '$i'}'
+      curl -s -N --max-time 0.$((i + 1)) "http://127.0.0.1:$port/v1/completions" \
+        -H 'Content-Type: application/json' -d "$body" >/dev/null &
+    done
+    wait $(jobs -p | grep -vx "$job")
+    expect_served_completion
+    for ((i = 0; i < 100; i++)); do
+      running=$(curl -sf "http://127.0.0.1:$port/metrics" |
+        grep -o '^vellum:num_requests_running{[^}]*} [0-9.e+-]*' | grep -o '[^ ]*$')
+      [ "$running" = 0 ] || [ "$running" = 0.0 ] && break
+      sleep 0.1
+    done
+    [ "$running" = 0 ] || [ "$running" = 0.0 ] || fail "requests still running: $running"
+    aborted=$(curl -sf "http://127.0.0.1:$port/metrics" |
+      grep -o '^vellum:request_success_total{[^}]*finished_reason="abort"[^}]*} [0-9.e+]*' |
+      grep -o '[^ ]*$')
+    awk -v n="$aborted" 'BEGIN { exit !(n >= 1) }' || fail "no request was aborted ($aborted)"
+    echo "ok: $aborted requests aborted by their clients"
+    # SIGTERM to rank 0 (the server) ends the whole job cleanly.
+    kill -TERM "$(rank_pid "$job" 0)"
+    wait_gone "$job" 30 "the server did not stop within 30 s of SIGTERM"
+    wait "$job" || fail "the server exited non-zero: $(cat "$tmp/serve.out")"
+    echo "ok: aborts with steps in flight leave the pipeline serving"
     ;;
   tp2_chunked_prefill)
     # A 16-token budget cuts the prompts into chunks that run next to other requests' decodes.
@@ -280,28 +343,8 @@ case $case_name in
   serve)
     # The server on 2 ranks: the same completion as one process; then rank 1 stops answering:
     # the running request fails, /health stops saying 200, the job exits non-zero.
-    "${mpi[@]}" "$vellum" serve "$model" --port 0 --tensor-parallel-size 2 \
-      --distributed-timeout 3 "${common[@]}" >"$tmp/serve.out" 2>&1 &
-    job=$!
-    port=""
-    for ((i = 0; i < 300; i++)); do
-      port=$(grep -o 'listening on http://[^:]*:[0-9]*' "$tmp/serve.out" | grep -o '[0-9]*$')
-      if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-      sleep 0.1
-    done
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null || {
-      kill "$job"
-      fail "the server did not become healthy: $(cat "$tmp/serve.out")"
-    }
-    body='{"model": "'$model'", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}'
-    curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-      -d "$body" >"$tmp/completion.json" || fail "completion failed"
-    "$vellum" generate --model "$model" --prompt "Once upon a time" --max-tokens 24 \
-      --temperature 0 --json "${common[@]}" >"$tmp/single.json"
-    want=$(grep -o '"text":"[^"]*"' "$tmp/single.json" | tail -1)
-    grep -qF "$want" "$tmp/completion.json" ||
-      fail "the served text differs: $(cat "$tmp/completion.json") vs $want"
-    echo "ok: served completion equals one process"
+    start_server --tensor-parallel-size 2
+    expect_served_completion
     long='{"model": "'$model'", "prompt": "Once", "max_tokens": 400, "ignore_eos": true, "n": 64}'
     curl -s -o "$tmp/failed.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
       -H 'Content-Type: application/json' -d "$long" >"$tmp/failed.code" &
