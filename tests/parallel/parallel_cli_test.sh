@@ -181,6 +181,11 @@ case $case_name in
     [ "$total" -gt 0 ] && [ $((2 * overlapped)) -ge "$total" ] ||
       fail "only $overlapped of $total steps overlapped an earlier one"
     echo "ok: pipeline steps overlap"
+    # Tensor x pipeline on 4 ranks: rank 0 sends each step to three workers while steps overlap.
+    mpi=(mpirun --oversubscribe --bind-to none -np 4)
+    compare_generate "--tensor-parallel-size 2 --pipeline-parallel-size 2" --model "$model" \
+      "${many[@]}" --max-tokens 24 --temperature 0 --ignore-eos --json --max-num-batched-tokens 16 \
+      --max-num-seqs 8
     ;;
   pp2_aborts)
     # Clients that hang up while their steps are in flight (two stages, two steps in flight):
