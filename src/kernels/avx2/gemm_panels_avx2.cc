@@ -109,12 +109,13 @@ void store_panels(float* y, const __m256 (&acc)[R][P][2], int64_t n_out, int64_t
 }
 
 // Q8_0: rows [r0, r0 + R) x the P panels from j0 (num_cols outputs stored). Per quad and panel,
-// two loads of 8 outputs x 4 inputs, made signed again and taken apart by the sign trick (made
-// once, used by every row); per row one broadcast of the quad's 4 activation codes.
-// Decode (R = 1) is bound by memory, not by these ops: one panel per tile is one weight stream
-// per thread, and the hardware prefetcher plus one 1 KB software prefetch keep too few of its
-// lines in flight (2 threads: 0.53 of the read bandwidth); four panels, four streams, reach the
-// AVX-512 kernel's share (about 0.75).
+// two loads of 8 outputs x 4 inputs, made signed again, and |w| for the sign trick (shared by
+// every row); per row one broadcast of the quad's 4 activation codes, sign(x, w), vpmaddubsw,
+// vpmaddwd. Decode (R = 1) is bound by the weight streams more than by these ops: with one panel
+// per tile (one stream per thread, a 1 KB software prefetch) it read at about 0.52 of the
+// measured read bandwidth (2 threads); four panels, four streams, at about 0.74, near the
+// AVX-512 kernel's 0.79. Taking the sign trick's abs on the activations instead (one per row
+// and quad, not per weight vector) measured no faster then.
 struct Q8_0Tile {
   static constexpr int kDecodePanels = 4;
   static constexpr int kPrefetchBytes = 1024;
