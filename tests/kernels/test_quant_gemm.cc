@@ -129,6 +129,7 @@ std::vector<Shape> shapes_for(WeightType type) {
   shapes.push_back({17, 9, 3 * block});
   shapes.push_back({40, 70, 2 * block});
   // Decode tiles span up to 4 panels of 16 outputs: 2, 3 and 4 panels and a short last tile.
+  shapes.push_back({1, 27, 2 * block});
   shapes.push_back({1, 37, block});
   shapes.push_back({1, 70, 2 * block});
   shapes.push_back({1, 130, 3 * block});

@@ -7,6 +7,8 @@
 // of each output; eight quads make a 32-block, then one f32 multiply-add applies d_w · d_x.
 // As on AVX-512, every output lane's arithmetic is independent of the other rows (batch
 // invariance), and the int32 block sums are exact, so both ISAs give the same bits.
+// Tiles are up to 2 rows x 1 panel, or in decode (m = 1) 1 row x each type's kDecodePanels panels
+// (Q8_0: 4, as on AVX-512), interleaving that many weight streams per thread.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -90,53 +92,149 @@ void store_tile(float* y, const __m256 (&acc)[R][2], int64_t n_out, int64_t r0, 
   }
 }
 
-// Q8_0: rows [r0, r0 + R) × the 16 outputs of panel j0 / 16 (num_cols of them stored).
-template <int R>
-void tile_q8_0(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-          int64_t j0, int num_cols) {
-  const uint8_t* panel = w.q8_panel(j0 / kQ8Panel);
-  const uint16_t* scales = w.q8_panel_scales(j0 / kQ8Panel);
-  const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < w.n_in / 32; ++b) {
-    __m256i dot[R][2];
-    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-    for (int quad = 0; quad < 8; ++quad) {
-      const uint8_t* q = panel + (b * 8 + quad) * 64;
-      _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
-      __m256i ws[2];
-      __m256i wa[2];
-      for (int h = 0; h < 2; ++h) {
-        ws[h] = _mm256_xor_si256(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h)), offset);
-        wa[h] = _mm256_sign_epi8(ws[h], ws[h]);
-      }
+// Stores num_cols (1 .. 16 * P) outputs of rows [r0, r0 + R) from acc[r][p][h], the outputs
+// j0 + 16p + 8h .. + 7.
+template <int R, int P>
+void store_panels(float* y, const __m256 (&acc)[R][P][2], int64_t n_out, int64_t r0, int64_t j0,
+                  int num_cols) {
+  for (int p = 0; p < P; ++p) {
+    __m256 panel_acc[R][2];
+    for (int r = 0; r < R; ++r) {
+      panel_acc[r][0] = acc[r][p][0];
+      panel_acc[r][1] = acc[r][p][1];
+    }
+    store_tile<R>(y, panel_acc, n_out, r0, j0 + p * kQ8Panel,
+                  std::min(num_cols - p * static_cast<int>(kQ8Panel), static_cast<int>(kQ8Panel)));
+  }
+}
+
+// Q8_0: rows [r0, r0 + R) x the P panels from j0 (num_cols outputs stored). Per quad and panel,
+// two loads of 8 outputs x 4 inputs, made signed again, and |w| for the sign trick (shared by
+// every row); per row one broadcast of the quad's 4 activation codes, sign(x, w), vpmaddubsw,
+// vpmaddwd. Decode (R = 1) is bound by the weight streams more than by these ops: with one panel
+// per tile (one stream per thread, a 1 KB software prefetch) it read at about 0.52 of the
+// measured read bandwidth (2 threads); four panels, four streams, at about 0.74, near the
+// AVX-512 kernel's 0.79. Taking the sign trick's abs on the activations instead (one per row
+// and quad, not per weight vector) measured no faster then.
+struct Q8_0Tile {
+  static constexpr int kDecodePanels = 4;
+  static constexpr int kPrefetchBytes = 1024;
+
+  template <int R, int P>
+  static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+                  int64_t j0, int num_cols) {
+    const uint8_t* panel[P];
+    const uint16_t* scales[P];
+    for (int p = 0; p < P; ++p) {
+      panel[p] = w.q8_panel(j0 / kQ8Panel + p);
+      scales[p] = w.q8_panel_scales(j0 / kQ8Panel + p);
+    }
+    const int8_t* x[R];
+    const float* xd[R];
+    for (int r = 0; r < R; ++r) {
+      x[r] = xq.xq(r0 + r);
+      xd[r] = xq.xd(r0 + r);
+    }
+    const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[R][P][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < w.n_in / 32; ++b) {
+      __m256i dot[R][P][2];
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        int32_t quad_codes;
-        std::memcpy(&quad_codes, xq.xq(r0 + r) + b * 32 + quad * 4, sizeof(quad_codes));
-        const __m256i xv = _mm256_set1_epi32(quad_codes);
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) dot[r][p][0] = dot[r][p][1] = _mm256_setzero_si256();
+      }
+#pragma GCC unroll 8
+      for (int quad = 0; quad < 8; ++quad) {
+        __m256i xv[R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          int32_t quad_codes;
+          std::memcpy(&quad_codes, x[r] + b * 32 + quad * 4, sizeof(quad_codes));
+          xv[r] = _mm256_set1_epi32(quad_codes);
+        }
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          const uint8_t* q = panel[p] + (b * 8 + quad) * 64;
+          _mm_prefetch(reinterpret_cast<const char*>(q) + kPrefetchBytes, _MM_HINT_T0);
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i ws = _mm256_xor_si256(
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * h)), offset);
+            const __m256i wa = _mm256_sign_epi8(ws, ws);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) {
+              const __m256i prod = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv[r], ws));
+              dot[r][p][h] = _mm256_add_epi32(dot[r][p][h], _mm256_madd_epi16(prod, ones16));
+            }
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+#pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          const __m256i p = _mm256_maddubs_epi16(wa[h], _mm256_sign_epi8(xv, ws[h]));
-          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+          const __m256 wd = _mm256_cvtph_ps(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(scales[p] + b * kQ8Panel + 8 * h)));
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) {
+            acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][p][h]),
+                                           _mm256_mul_ps(wd, _mm256_broadcast_ss(xd[r] + b)),
+                                           acc[r][p][h]);
+          }
         }
       }
     }
-    __m256 wd[2];
-    for (int h = 0; h < 2; ++h) {
-      wd[h] = _mm256_cvtph_ps(
-          _mm_load_si128(reinterpret_cast<const __m128i*>(scales + b * kQ8Panel + 8 * h)));
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
+  }
+};
+
+// Tile::run<R, P'> on rows [r0, r0 + R) with P' <= P the panels that num_cols spans.
+template <class Tile, int R, int P>
+void tile_cols(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+               int64_t j0, int num_cols) {
+  if constexpr (P > 1) {
+    if (num_cols <= (P - 1) * kQ8Panel) {
+      return tile_cols<Tile, R, P - 1>(y, xq, w, r0, j0, num_cols);
     }
-    for (int r = 0; r < R; ++r) {
-      const __m256 xd = _mm256_set1_ps(xq.xd(r0 + r)[b]);
-      for (int h = 0; h < 2; ++h) {
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(wd[h], xd),
-                                    acc[r][h]);
+  }
+  Tile::template run<R, P>(y, xq, w, r0, j0, num_cols);
+}
+
+// Tile::run on min(R, rows) rows from r0.
+template <class Tile, int R, int P>
+void tile_rows(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t rows,
+               int64_t r0, int64_t j0, int num_cols) {
+  if constexpr (R > 1) {
+    if (rows < R) return tile_rows<Tile, R - 1, P>(y, xq, w, rows, r0, j0, num_cols);
+  }
+  tile_cols<Tile, R, P>(y, xq, w, r0, j0, num_cols);
+}
+
+// Tiles of up to kR rows x kP panels over y (m, n_out): threads split the column tiles, each
+// streaming its own panels; the row blocks keep a tile's panels in cache for all their rows.
+template <class Tile, int kR, int kP>
+void run_tiles(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t m) {
+  constexpr int64_t kTileCols = kP * kQ8Panel;
+  const int64_t num_tiles = (w.n_out + kTileCols - 1) / kTileCols;
+#pragma omp parallel
+  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
+    const int64_t m_end = std::min(m, mb + kRowBlock);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < num_tiles; ++t) {
+      const int64_t j0 = t * kTileCols;
+      const int num_cols = static_cast<int>(std::min(kTileCols, w.n_out - j0));
+      for (int64_t r0 = mb; r0 < m_end; r0 += kR) {
+        tile_rows<Tile, kR, kP>(y, xq, w, m_end - r0, r0, j0, num_cols);
       }
     }
   }
-  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
 }
 
 // Moves bit `bit` of every byte to bit 4 (other bits: garbage to be masked off).
@@ -209,66 +307,73 @@ __m256i iq4_table() {
 // Q4_K panels, codes 0..15, Q5_K (kFive), 0..31, and IQ4_XS (kXs: signed codebook values, signed
 // scales, no mins). Per 32-input sub-block: d·sc·d_x times the dot, plus -dmin·mn·d_x·Σx_q (see
 // avx512/gemm_panels_avx512.cc).
-template <int R, WeightType kType>
-void tile_q45_k(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-                int64_t j0, int num_cols) {
-  constexpr bool kFive = kType == WeightType::kQ5_K;
-  constexpr bool kXs = kType == WeightType::kIQ4_XS;
-  constexpr int64_t kBlockBytes = kFive ? 320 : 256;
-  const __m256i table = iq4_table();
-  const int64_t panel = j0 / kQ8Panel;
-  const uint8_t* codes = w.nibble_panel(panel);
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < w.n_in / 256; ++g) {
-    const uint8_t* scales = w.q4k_panel_scales(panel, g);
-    __m256 d[2];
-    __m256 dmin[2];
-    for (int h = 0; h < 2; ++h) {
-      d[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-      if constexpr (!kXs) {
-        dmin[h] = _mm256_cvtph_ps(_mm_load_si128(
-            reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
-      }
+template <WeightType kType>
+struct Q45KTile {
+  // Decode is bound by the unpacking and scale work here, not by the weight streams: 2 and 4
+  // panels per tile measured slower than 1 (Q4_K, 2 threads, share 0.55 -> 0.48-0.53).
+  static constexpr int kDecodePanels = 1;
+  template <int R, int P>
+  static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+                  int64_t j0, int num_cols) {
+    constexpr bool kFive = kType == WeightType::kQ5_K;
+    constexpr bool kXs = kType == WeightType::kIQ4_XS;
+    constexpr int64_t kBlockBytes = kFive ? 320 : 256;
+    const __m256i table = iq4_table();
+    const int64_t panel0 = j0 / kQ8Panel;
+    const uint8_t* codes[P];
+    for (int p = 0; p < P; ++p) codes[p] = w.nibble_panel(panel0 + p);
+    __m256 acc[R][P][2];
+    for (int r = 0; r < R; ++r) {
+      for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
     }
-    for (int sub = 0; sub < 8; ++sub) {
-      const int64_t blk = g * 8 + sub;
-      __m256i dot[R][2];
-      for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-      dot_nibble_block<R, kFive, kXs>(dot, codes + blk * kBlockBytes, xq, r0, blk, table);
-      __m256 sc[2];
-      __m256 mn[2];
-      for (int h = 0; h < 2; ++h) {
-        if constexpr (kXs) {
-          const uint8_t* s8 = scales + detail::kIq4XsScOffset + sub * kQ8Panel + 8 * h;
-          sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
-                                d[h]);
-        } else {
-          const uint8_t* s8 = scales + detail::kQ4KScOffset + sub * kQ8Panel + 8 * h;
-          const uint8_t* m8 = scales + detail::kQ4KMnOffset + sub * kQ8Panel + 8 * h;
-          sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
-                                d[h]);
-          mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m8)))),
-                                dmin[h]);
+    for (int64_t g = 0; g < w.n_in / 256; ++g) {
+      for (int sub = 0; sub < 8; ++sub) {
+        const int64_t blk = g * 8 + sub;
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          const uint8_t* scales = w.q4k_panel_scales(panel0 + p, g);
+          __m256i dot[R][2];
+          for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+          dot_nibble_block<R, kFive, kXs>(dot, codes[p] + blk * kBlockBytes, xq, r0, blk, table);
+          __m256 sc[2];
+          __m256 mn[2];
+          for (int h = 0; h < 2; ++h) {
+            const __m256 d = _mm256_cvtph_ps(
+                _mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+            if constexpr (kXs) {
+              const uint8_t* s8 = scales + detail::kIq4XsScOffset + sub * kQ8Panel + 8 * h;
+              sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
+                                    d);
+            } else {
+              const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(
+                  reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
+              const uint8_t* s8 = scales + detail::kQ4KScOffset + sub * kQ8Panel + 8 * h;
+              const uint8_t* m8 = scales + detail::kQ4KMnOffset + sub * kQ8Panel + 8 * h;
+              sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
+                                    d);
+              mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m8)))),
+                                    dmin);
+            }
+          }
+          for (int r = 0; r < R; ++r) {
+            const float dx = xq.xd(r0 + r)[blk];
+            const __m256 vdx = _mm256_set1_ps(dx);
+            const __m256 vmin = _mm256_set1_ps(-dx * static_cast<float>(xq.sum(r0 + r)[blk]));
+            for (int h = 0; h < 2; ++h) {
+              acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
+                                             _mm256_mul_ps(sc[h], vdx), acc[r][p][h]);
+              if constexpr (!kXs) acc[r][p][h] = _mm256_fmadd_ps(mn[h], vmin, acc[r][p][h]);
+            }
+          }
         }
       }
-      for (int r = 0; r < R; ++r) {
-        const float dx = xq.xd(r0 + r)[blk];
-        const __m256 vdx = _mm256_set1_ps(dx);
-        const __m256 vmin = _mm256_set1_ps(-dx * static_cast<float>(xq.sum(r0 + r)[blk]));
-        for (int h = 0; h < 2; ++h) {
-          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(sc[h], vdx),
-                                      acc[r][h]);
-          if constexpr (!kXs) acc[r][h] = _mm256_fmadd_ps(mn[h], vmin, acc[r][h]);
-        }
-      }
     }
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
   }
-  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
-}
+};
 
 // The two quads of 8 outputs (half h of the panel's 16) for inputs 16·half + 8·pair .. + 7 of a
 // 32-block of Q6_K, Q3_K or Q2_K panels, as unsigned codes (see avx512/gemm_panels_avx512.cc).
@@ -310,170 +415,179 @@ template <WeightType kType>
 // inputs (Q6_K 32, Q3_K 4), Q2_K with its per-sub-block min term (see
 // avx512/gemm_panels_avx512.cc). Q6_K's codes reach 63: a vpmaddubsw pair sum is at most
 // 2 · 63 · 127, so its two quads are widened separately; Q3_K's and Q2_K's (up to 7) add first.
-template <int R, WeightType kType>
-void tile_k16(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-              int64_t j0, int num_cols) {
-  constexpr int kOffset = kType == WeightType::kQ6_K ? 32 : kType == WeightType::kQ3_K ? 4 : 0;
-  constexpr bool kMin = kType == WeightType::kQ2_K;
-  const int64_t block_bytes = w.k16_block_bytes();
-  const int64_t panel = j0 / kQ8Panel;
-  const uint8_t* codes = w.k16_panel(panel);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < w.n_in / 256; ++g) {
-    const uint8_t* scales = w.k16_panel_scales(panel, g);
-    __m256 d[2];
-    __m256 dmin[2];
-    for (int h = 0; h < 2; ++h) {
-      d[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-      if constexpr (kMin) {
-        dmin[h] = _mm256_cvtph_ps(_mm_load_si128(
-            reinterpret_cast<const __m128i*>(scales + detail::kQ2KDminOffset + 16 * h)));
-      }
+template <WeightType kType>
+struct K16Tile {
+  // Two weight streams per thread in decode (Q6_K, 2 threads, share 0.54/0.58/0.51 ->
+  // 0.59/0.61/0.58; four: 0.59/0.54/0.63).
+  static constexpr int kDecodePanels = 2;
+  template <int R, int P>
+  static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+                  int64_t j0, int num_cols) {
+    constexpr int kOffset = kType == WeightType::kQ6_K ? 32 : kType == WeightType::kQ3_K ? 4 : 0;
+    constexpr bool kMin = kType == WeightType::kQ2_K;
+    const int64_t block_bytes = w.k16_block_bytes();
+    const int64_t panel0 = j0 / kQ8Panel;
+    const uint8_t* codes[P];
+    for (int p = 0; p < P; ++p) codes[p] = w.k16_panel(panel0 + p);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[R][P][2];
+    for (int r = 0; r < R; ++r) {
+      for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
     }
-    for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
-      const uint8_t* block = codes + blk * block_bytes;
-      for (int64_t line = 0; line < block_bytes / 64; ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(block) + 2048 + line * 64, _MM_HINT_T0);
-      }
-      for (int half = 0; half < 2; ++half) {
-        int32_t sum16[R];
-        __m256i dot[R][2];
-        for (int r = 0; r < R; ++r) {
-          const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
-          sum16[r] = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
-          dot[r][0] = dot[r][1] = _mm256_set1_epi32(-kOffset * sum16[r]);
-        }
-        for (int pair = 0; pair < 2; ++pair) {
-          __m256i qa[2];
-          __m256i qb[2];
-          for (int h = 0; h < 2; ++h) k16_quads<kType>(block, half, pair, h, qa[h], qb[h]);
-          for (int r = 0; r < R; ++r) {
-            int32_t quads[2];
-            std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + half * 16 + pair * 8, sizeof(quads));
-            const __m256i xa = _mm256_set1_epi32(quads[0]);
-            const __m256i xb = _mm256_set1_epi32(quads[1]);
+    for (int64_t g = 0; g < w.n_in / 256; ++g) {
+      for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          const uint8_t* scales = w.k16_panel_scales(panel0 + p, g);
+          const uint8_t* block = codes[p] + blk * block_bytes;
+          for (int64_t line = 0; line < block_bytes / 64; ++line) {
+            _mm_prefetch(reinterpret_cast<const char*>(block) + 2048 + line * 64, _MM_HINT_T0);
+          }
+          for (int half = 0; half < 2; ++half) {
+            int32_t sum16[R];
+            __m256i dot[R][2];
+            for (int r = 0; r < R; ++r) {
+              const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
+              sum16[r] = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
+              dot[r][0] = dot[r][1] = _mm256_set1_epi32(-kOffset * sum16[r]);
+            }
+            for (int pair = 0; pair < 2; ++pair) {
+              __m256i qa[2];
+              __m256i qb[2];
+              for (int h = 0; h < 2; ++h) k16_quads<kType>(block, half, pair, h, qa[h], qb[h]);
+              for (int r = 0; r < R; ++r) {
+                int32_t quads[2];
+                std::memcpy(quads, xq.xq(r0 + r) + blk * 32 + half * 16 + pair * 8, sizeof(quads));
+                const __m256i xa = _mm256_set1_epi32(quads[0]);
+                const __m256i xb = _mm256_set1_epi32(quads[1]);
+                for (int h = 0; h < 2; ++h) {
+                  const __m256i pa = _mm256_maddubs_epi16(qa[h], xa);
+                  const __m256i pb = _mm256_maddubs_epi16(qb[h], xb);
+                  if constexpr (kType == WeightType::kQ6_K) {
+                    dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
+                    dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
+                  } else {
+                    dot[r][h] = _mm256_add_epi32(
+                        dot[r][h], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), ones16));
+                  }
+                }
+              }
+            }
+            const int64_t sub = (blk % 8) * 2 + half;
             for (int h = 0; h < 2; ++h) {
-              const __m256i pa = _mm256_maddubs_epi16(qa[h], xa);
-              const __m256i pb = _mm256_maddubs_epi16(qb[h], xb);
-              if constexpr (kType == WeightType::kQ6_K) {
-                dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
-                dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
+              const __m256 d = _mm256_cvtph_ps(
+                  _mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+              __m256 sc;
+              __m256 mn = _mm256_setzero_ps();
+              if constexpr (kMin) {
+                const __m256i s =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
+                        scales + detail::kQ2KScOffset + sub * kQ8Panel + 8 * h)));
+                const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(
+                    reinterpret_cast<const __m128i*>(scales + detail::kQ2KDminOffset + 16 * h)));
+                sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(s, _mm256_set1_epi32(0xF))),
+                                   d);
+                mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(s, 4)), dmin);
               } else {
-                dot[r][h] = _mm256_add_epi32(
-                    dot[r][h], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), ones16));
+                sc = _mm256_mul_ps(
+                    _mm256_cvtepi32_ps(
+                        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
+                            scales + detail::kQ6KScOffset + sub * kQ8Panel + 8 * h)))),
+                    d);
+              }
+              for (int r = 0; r < R; ++r) {
+                const float dx = xq.xd(r0 + r)[blk];
+                acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
+                                               _mm256_mul_ps(sc, _mm256_set1_ps(dx)), acc[r][p][h]);
+                if constexpr (kMin) {
+                  acc[r][p][h] = _mm256_fmadd_ps(
+                      mn, _mm256_set1_ps(-dx * static_cast<float>(sum16[r])), acc[r][p][h]);
+                }
               }
             }
           }
         }
-        const int64_t sub = (blk % 8) * 2 + half;
-        for (int h = 0; h < 2; ++h) {
-          __m256 sc;
-          __m256 mn = _mm256_setzero_ps();
-          if constexpr (kMin) {
-            const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
-                scales + detail::kQ2KScOffset + sub * kQ8Panel + 8 * h)));
-            sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(s, _mm256_set1_epi32(0xF))),
-                               d[h]);
-            mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(s, 4)), dmin[h]);
-          } else {
-            sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                                   reinterpret_cast<const __m128i*>(
-                                       scales + detail::kQ6KScOffset + sub * kQ8Panel + 8 * h)))),
-                               d[h]);
-          }
-          for (int r = 0; r < R; ++r) {
-            const float dx = xq.xd(r0 + r)[blk];
-            acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
-                                        _mm256_mul_ps(sc, _mm256_set1_ps(dx)), acc[r][h]);
-            if constexpr (kMin) {
-              acc[r][h] = _mm256_fmadd_ps(
-                  mn, _mm256_set1_ps(-dx * static_cast<float>(sum16[r])), acc[r][h]);
-            }
-          }
-        }
       }
     }
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
   }
-  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
-}
+};
 
 // Q4_0 / Q4_1 / IQ4_NL / Q5_0 / Q5_1 panels: Q4_K's nibble loop with one d (and m) per row and 32-block;
 // Q4_0's -8 offset starts each block's dot from -8 · Σ x_q. IQ4_NL's codebook values (vpshufb)
 // are signed: they go through the sign trick, each half widened on its own (2 · 127 · 127).
 // Q5_0 / Q5_1 add Q5_K's fifth bits (Q5_0's offset is -16).
-template <int R, WeightType kType>
-void tile_legacy(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-                 int64_t j0, int num_cols) {
-  constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1;
-  constexpr bool kLut = kType == WeightType::kIQ4_NL;
-  constexpr bool kFive = kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1;
-  constexpr int kOffset = kFive ? 16 : 8;
-  constexpr int64_t kBlockBytes = kFive ? 320 : 256;
-  const __m256i table = iq4_table();
-  const int64_t panel = j0 / kQ8Panel;
-  const uint8_t* codes = w.nibble_panel(panel);
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t blk = 0; blk < w.n_in / 32; ++blk) {
-    __m256i dot[R][2];
+template <WeightType kType>
+struct LegacyTile {
+  static constexpr int kDecodePanels = 1;  // not measured with more
+  template <int R, int P>
+  static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
+                  int64_t j0, int num_cols) {
+    constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1;
+    constexpr bool kLut = kType == WeightType::kIQ4_NL;
+    constexpr bool kFive = kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1;
+    constexpr int kOffset = kFive ? 16 : 8;
+    constexpr int64_t kBlockBytes = kFive ? 320 : 256;
+    const __m256i table = iq4_table();
+    const int64_t panel0 = j0 / kQ8Panel;
+    const uint8_t* codes[P];
+    for (int p = 0; p < P; ++p) codes[p] = w.nibble_panel(panel0 + p);
+    __m256 acc[R][P][2];
     for (int r = 0; r < R; ++r) {
-      dot[r][0] = dot[r][1] = kMin || kLut ? _mm256_setzero_si256()
-                                           : _mm256_set1_epi32(-kOffset * xq.sum(r0 + r)[blk]);
+      for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
     }
-    dot_nibble_block<R, kFive, kLut>(dot, codes + blk * kBlockBytes, xq, r0, blk, table);
-    const uint16_t* scales = w.q4_panel_scales(panel, blk);
-    __m256 wd[2];
-    __m256 wm[2];
-    for (int h = 0; h < 2; ++h) {
-      wd[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 8 * h)));
-      if constexpr (kMin) {
-        wm[h] = _mm256_cvtph_ps(
-            _mm_load_si128(reinterpret_cast<const __m128i*>(scales + kQ8Panel + 8 * h)));
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const float dx = xq.xd(r0 + r)[blk];
-      const __m256 vdx = _mm256_set1_ps(dx);
-      for (int h = 0; h < 2; ++h) {
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(wd[h], vdx),
-                                    acc[r][h]);
-        if constexpr (kMin) {
-          acc[r][h] = _mm256_fmadd_ps(
-              wm[h], _mm256_set1_ps(dx * static_cast<float>(xq.sum(r0 + r)[blk])), acc[r][h]);
+    for (int64_t blk = 0; blk < w.n_in / 32; ++blk) {
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        __m256i dot[R][2];
+        for (int r = 0; r < R; ++r) {
+          dot[r][0] = dot[r][1] = kMin || kLut
+                                      ? _mm256_setzero_si256()
+                                      : _mm256_set1_epi32(-kOffset * xq.sum(r0 + r)[blk]);
+        }
+        dot_nibble_block<R, kFive, kLut>(dot, codes[p] + blk * kBlockBytes, xq, r0, blk, table);
+        const uint16_t* scales = w.q4_panel_scales(panel0 + p, blk);
+        __m256 wd[2];
+        __m256 wm[2];
+        for (int h = 0; h < 2; ++h) {
+          wd[h] =
+              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 8 * h)));
+          if constexpr (kMin) {
+            wm[h] = _mm256_cvtph_ps(
+                _mm_load_si128(reinterpret_cast<const __m128i*>(scales + kQ8Panel + 8 * h)));
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          const float dx = xq.xd(r0 + r)[blk];
+          const __m256 vdx = _mm256_set1_ps(dx);
+          for (int h = 0; h < 2; ++h) {
+            acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
+                                           _mm256_mul_ps(wd[h], vdx), acc[r][p][h]);
+            if constexpr (kMin) {
+              acc[r][p][h] = _mm256_fmadd_ps(
+                  wm[h], _mm256_set1_ps(dx * static_cast<float>(xq.sum(r0 + r)[blk])),
+                  acc[r][p][h]);
+            }
+          }
         }
       }
     }
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
   }
-  store_tile<R>(y, acc, w.n_out, r0, j0, num_cols);
-}
+};
 
-using TileFn = void (*)(float*, const Q8Activations&, const detail::PackedWeights&, int64_t,
-                        int64_t, int);
-
-// Quantizes x, then runs the tiles: threads split the panels, rows go by two.
+// Quantizes x, then runs Tile's tiles: decode (m = 1) Tile::kDecodePanels panels per tile, one
+// weight stream each; m >= 2 kRows rows x one panel (compute-bound there).
+template <class Tile>
 void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
-                void* scratch, TileFn tile1, TileFn tile2) {
+                void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
   for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
-  const int64_t num_panels = w.q8_num_panels();
-#pragma omp parallel
-  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
-    const int64_t m_end = std::min(m, mb + kRowBlock);
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < num_panels; ++p) {
-      const int64_t j0 = p * kQ8Panel;
-      const int num_cols = static_cast<int>(std::min<int64_t>(kQ8Panel, w.n_out - j0));
-      for (int64_t r0 = mb; r0 < m_end; r0 += kRows) {
-        if (m_end - r0 >= 2) {
-          tile2(y, xq, w, r0, j0, num_cols);
-        } else {
-          tile1(y, xq, w, r0, j0, num_cols);
-        }
-      }
-    }
+  if (m == 1) {
+    run_tiles<Tile, 1, Tile::kDecodePanels>(y, xq, w, m);
+  } else {
+    run_tiles<Tile, kRows, 1>(y, xq, w, m);
   }
 }
 
@@ -481,57 +595,37 @@ void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights
 
 void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                void* scratch) {
-  run_panels(y, x, m, w, scratch, tile_q8_0<1>, tile_q8_0<2>);
+  run_panels<Q8_0Tile>(y, x, m, w, scratch);
 }
 
 void gemm_q45_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
   switch (w.type) {
-    case WeightType::kQ5_K:
-      return run_panels(y, x, m, w, scratch, tile_q45_k<1, WeightType::kQ5_K>,
-                        tile_q45_k<2, WeightType::kQ5_K>);
+    case WeightType::kQ5_K: return run_panels<Q45KTile<WeightType::kQ5_K>>(y, x, m, w, scratch);
     case WeightType::kIQ4_XS:
-      return run_panels(y, x, m, w, scratch, tile_q45_k<1, WeightType::kIQ4_XS>,
-                        tile_q45_k<2, WeightType::kIQ4_XS>);
-    default:
-      return run_panels(y, x, m, w, scratch, tile_q45_k<1, WeightType::kQ4_K>,
-                        tile_q45_k<2, WeightType::kQ4_K>);
+      return run_panels<Q45KTile<WeightType::kIQ4_XS>>(y, x, m, w, scratch);
+    default: return run_panels<Q45KTile<WeightType::kQ4_K>>(y, x, m, w, scratch);
   }
 }
 
 void gemm_k16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
               void* scratch) {
   switch (w.type) {
-    case WeightType::kQ3_K:
-      return run_panels(y, x, m, w, scratch, tile_k16<1, WeightType::kQ3_K>,
-                        tile_k16<2, WeightType::kQ3_K>);
-    case WeightType::kQ2_K:
-      return run_panels(y, x, m, w, scratch, tile_k16<1, WeightType::kQ2_K>,
-                        tile_k16<2, WeightType::kQ2_K>);
-    default:
-      return run_panels(y, x, m, w, scratch, tile_k16<1, WeightType::kQ6_K>,
-                        tile_k16<2, WeightType::kQ6_K>);
+    case WeightType::kQ3_K: return run_panels<K16Tile<WeightType::kQ3_K>>(y, x, m, w, scratch);
+    case WeightType::kQ2_K: return run_panels<K16Tile<WeightType::kQ2_K>>(y, x, m, w, scratch);
+    default: return run_panels<K16Tile<WeightType::kQ6_K>>(y, x, m, w, scratch);
   }
 }
 
 void gemm_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                  void* scratch) {
   switch (w.type) {
-    case WeightType::kQ4_1:
-      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ4_1>,
-                        tile_legacy<2, WeightType::kQ4_1>);
+    case WeightType::kQ4_1: return run_panels<LegacyTile<WeightType::kQ4_1>>(y, x, m, w, scratch);
     case WeightType::kIQ4_NL:
-      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kIQ4_NL>,
-                        tile_legacy<2, WeightType::kIQ4_NL>);
-    case WeightType::kQ5_0:
-      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ5_0>,
-                        tile_legacy<2, WeightType::kQ5_0>);
-    case WeightType::kQ5_1:
-      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ5_1>,
-                        tile_legacy<2, WeightType::kQ5_1>);
-    default:
-      return run_panels(y, x, m, w, scratch, tile_legacy<1, WeightType::kQ4_0>,
-                        tile_legacy<2, WeightType::kQ4_0>);
+      return run_panels<LegacyTile<WeightType::kIQ4_NL>>(y, x, m, w, scratch);
+    case WeightType::kQ5_0: return run_panels<LegacyTile<WeightType::kQ5_0>>(y, x, m, w, scratch);
+    case WeightType::kQ5_1: return run_panels<LegacyTile<WeightType::kQ5_1>>(y, x, m, w, scratch);
+    default: return run_panels<LegacyTile<WeightType::kQ4_0>>(y, x, m, w, scratch);
   }
 }
 
