@@ -196,6 +196,42 @@ VELLUM_DECODE_SHARE(iq4_nl, WeightType::kIQ4_NL);
 VELLUM_DECODE_SHARE(iq4_xs, WeightType::kIQ4_XS);
 #undef VELLUM_DECODE_SHARE
 
+// The decode product (m = 1) on 4096 x 2048 weights, small enough to stay in the last-level
+// cache and large enough to amortise the fork/join of the product: the kernel's compute ceiling
+// in bytes of weights per second. Decode from DRAM overlaps that work with the weight reads only
+// in part, so the fewer instructions per weight byte, the closer BM_DecodeShare gets to 1.
+void BM_DecodeFromCache(benchmark::State& state, WeightType type) {
+  const int64_t kCacheOut = state.range(0);
+  const auto w = random_weights(type, kCacheOut, kNIn, 1);
+  const PackedLinear linear = PackedLinear::pack(w.data(), type, kCacheOut, kNIn,
+                                                 MatmulPrecision::kAuto);
+  std::vector<float> x(kNIn, 0.5f), y(kCacheOut);
+  AlignedBuffer scratch(linear.scratch_bytes(1));
+  for (auto _ : state) {
+    linear.forward(y.data(), x.data(), 1, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(linear.weight_bytes()));
+}
+#define VELLUM_DECODE_CACHE(name, type) \
+  BENCHMARK_CAPTURE(BM_DecodeFromCache, name, type)->Arg(4096)->Unit(benchmark::kMicrosecond)->UseRealTime()
+VELLUM_DECODE_CACHE(bf16, WeightType::kBF16);
+VELLUM_DECODE_CACHE(f16, WeightType::kF16);
+VELLUM_DECODE_CACHE(q8_0, WeightType::kQ8_0);
+VELLUM_DECODE_CACHE(q4_0, WeightType::kQ4_0);
+VELLUM_DECODE_CACHE(q4_1, WeightType::kQ4_1);
+VELLUM_DECODE_CACHE(q5_0, WeightType::kQ5_0);
+VELLUM_DECODE_CACHE(q5_1, WeightType::kQ5_1);
+VELLUM_DECODE_CACHE(q2_k, WeightType::kQ2_K);
+VELLUM_DECODE_CACHE(q3_k, WeightType::kQ3_K);
+VELLUM_DECODE_CACHE(q4_k, WeightType::kQ4_K);
+VELLUM_DECODE_CACHE(q5_k, WeightType::kQ5_K);
+VELLUM_DECODE_CACHE(q6_k, WeightType::kQ6_K);
+VELLUM_DECODE_CACHE(iq4_nl, WeightType::kIQ4_NL);
+VELLUM_DECODE_CACHE(iq4_xs, WeightType::kIQ4_XS);
+#undef VELLUM_DECODE_CACHE
+
 // oneDNN alone on the decode shapes: where it overtakes the hand-written small-m kernels
 // decides PackedLinear's kMaxSmallM.
 void BM_OnednnBf16(benchmark::State& state) {
