@@ -48,7 +48,7 @@ float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
   std::memcpy(&dmin, scales + kQ4KDminOffset + 2 * lane, 2);
   return fp16_to_float(d) * static_cast<float>(scales[kQ4KScOffset + sub * kQ8Panel + lane]) *
              static_cast<float>(code) -
-         fp16_to_float(dmin) * static_cast<float>(scales[kQ4KMnOffset + sub * kQ8Panel + lane]);
+         fp16_to_float(dmin) * static_cast<float>(scales[q4k_mn_index(sub, lane)]);
 }
 
 float PackedWeights::q4_weight(int64_t j, int64_t k) const {

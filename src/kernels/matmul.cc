@@ -156,7 +156,7 @@ PackedWeights pack_q45_k(const void* w, WeightType type, int64_t n_out, int64_t 
         std::memcpy(scales + detail::kQ4KDminOffset + 2 * lane, &head.dmin, 2);
         for (int sub = 0; sub < 8; ++sub) {
           k4_scale_min(sub, head.scales, &scales[detail::kQ4KScOffset + sub * kQ8Panel + lane],
-                       &scales[detail::kQ4KMnOffset + sub * kQ8Panel + lane]);
+                       &scales[detail::q4k_mn_index(sub, lane)]);
         }
       }
       for (int i = 0; i < kQK_K; ++i) {
@@ -402,12 +402,14 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
   std::string what = weight_type_info(stored).name;
   if (type != stored) what += fmt::format(" as {}", weight_type_info(type).name);
   std::string how;
+  // Activations: one scale per 32 (GGML's Q8_0) or per 256 (Q8_K), as llama.cpp pairs them.
+  const std::string act = fmt::format("activations quantized per {}", detail::activation_group(type));
   if (isa < cpu::Isa::kAvx2) {
     how = "scalar";
   } else if (isa < cpu::Isa::kAvx512) {
     how = !weight_type_info(type).quantized
               ? "AVX2 FMA"
-              : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
+              : "AVX2 int8 dot products on 16-row panels, " + act;
   } else {
     const bool bf16 = isa >= cpu::Isa::kAvx512Bf16;
     switch (type) {
@@ -420,16 +422,16 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                    : "AVX-512 FMA";
         break;
       case WeightType::kQ8_0:
-        how = !bf16 ? "AVX2 int8 dot products on 16-row panels, activations quantized per 32"
+        how = !bf16 ? "AVX2 int8 dot products on 16-row panels, " + act
               : isa >= cpu::Isa::kAmx
-                  ? fmt::format("AVX512-VNNI on 16-row panels, activations quantized per 32 "
-                                "(m <= {}), bf16 slabs + oneDNN on AMX (m > {})",
-                                kMaxSmallMQ8Amx, kMaxSmallMQ8Amx)
-                  : "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)";
+                  ? fmt::format("AVX512-VNNI on 16-row panels, {} (m <= {}), bf16 slabs + oneDNN "
+                                "on AMX (m > {})",
+                                act, kMaxSmallMQ8Amx, kMaxSmallMQ8Amx)
+                  : "AVX512-VNNI on 16-row panels, " + act + " (every m)";
         break;
       default:  // the other quantized types
-        how = bf16 ? "AVX512-VNNI on 16-row panels, activations quantized per 32 (every m)"
-                   : "AVX2 int8 dot products on 16-row panels, activations quantized per 32";
+        how = bf16 ? "AVX512-VNNI on 16-row panels, " + act + " (every m)"
+                   : "AVX2 int8 dot products on 16-row panels, " + act;
         break;
     }
   }

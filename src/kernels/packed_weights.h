@@ -18,7 +18,9 @@
 //          byte (j % 16) * 4 + i holds code(j, 8t + i) in its low and code(j, 8t + 4 + i) in its
 //          high nibble (one load and a mask / shift give two quads). Per panel and 256-block
 //          (kQ4KPanelScaleBytes): d[16], dmin[16] (f16), then the 6-bit sub-block scales sc[8][16]
-//          and mins mn[8][16] (one byte each): w = d * sc * code - dmin * mn.
+//          (one byte each) and the mins mn[2][16][4]: for sub-blocks 4h..4h + 3, the 16 rows' 4
+//          mins side by side (a row's 4 bytes meet one vpdpbusd lane; q4k_mn_index):
+//          w = d * sc * code - dmin * mn.
 //   kQ5_K: as Q4_K with a fifth bit: per 32-block, the four nibble vectors and then one vector
 //          whose byte (j % 16) * 4 + i holds in bit 2t the fifth bit of nibble vector t's low
 //          code and in bit 2t + 1 that of its high code (320 bytes per 32-block and panel).
@@ -61,6 +63,10 @@ inline constexpr int64_t kQ4KPanelScaleBytes = 320;
 inline constexpr int64_t kQ4KDminOffset = 32;
 inline constexpr int64_t kQ4KScOffset = 64;
 inline constexpr int64_t kQ4KMnOffset = 192;
+// Offset of the min of sub-block `sub` (0..7) of panel row `lane` in a Q4_K / Q5_K panel's scales.
+inline constexpr int64_t q4k_mn_index(int64_t sub, int64_t lane) {
+  return kQ4KMnOffset + (sub / 4) * 64 + lane * 4 + sub % 4;
+}
 // IQ4_XS: bytes of scales per panel and 256-block, and the offset of sc.
 inline constexpr int64_t kIq4XsPanelScaleBytes = 160;
 inline constexpr int64_t kIq4XsScOffset = 32;
@@ -144,7 +150,23 @@ struct PackedWeights {
 // Activations quantized for the panel kernels (AVX-512 and AVX2), per row of n_in values (a
 // multiple of 32): xq int8 codes (n_in), and per 32-block the sum of the block's codes (int32;
 // for the Q8_0 weights' +128 offset and the Q4_K mins), d_x (f32), and the sum of the block's
-// first 16 codes (int32; the 16-input sub-blocks of Q2_K, Q3_K and Q6_K).
+// first 16 codes (int32; the 16-input sub-blocks of Q2_K, Q3_K and Q6_K). d_x is one scale per
+// activation_group(type) values (each 32-block stores its group's).
+// Values per activation scale for the panel kernels of `type`: 256 for the K-quants and IQ4_XS
+// (GGML's Q8_K: the kernels sum a whole 256-block's scaled sub-block dots in int32 and apply
+// d_w · d_x once), 32 for Q8_0 and the legacy types (GGML's Q8_0).
+inline int64_t activation_group(WeightType type) {
+  switch (type) {
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
+    case WeightType::kQ6_K:
+    case WeightType::kIQ4_XS: return 256;
+    default: return 32;
+  }
+}
+
 struct Q8Activations {
   int64_t n_in;
   uint8_t* base;

@@ -1,8 +1,9 @@
 // The quantized GEMM kernels against exact references, tight enough to catch a wrong bit in the
 // unpacking of any type:
-// - the int8 panel kernels (AVX512-VNNI, AVX2) quantize activations per 32 values (d = amax / 127,
-//   round to nearest even), so they must equal Σ w · x̂ with x̂ those quantized activations, up to
-//   float summation order;
+// - the int8 panel kernels (AVX512-VNNI, AVX2) quantize activations with one d = amax / 127 per 32
+//   values (Q8_0 and the legacy types) or per 256 (the K-quants and IQ4_XS, as GGML's Q8_K), round
+//   to nearest even, so they must equal Σ w · x̂ with x̂ those quantized activations, up to float
+//   summation order;
 // - Q8_0's bf16 slab path (large m on AMX) rounds activations and dequantized weights to bf16 and
 //   multiplies with f32 accumulation.
 // Weights are random block bytes (every code, sub-scale and min pattern) with sane f16 scales.
@@ -139,14 +140,15 @@ std::vector<Shape> shapes_for(WeightType type) {
 
 bool has_vnni() { return cpu::detect_best_isa() >= cpu::Isa::kAvx512Bf16; }
 
-// y from PackedLinear with the ISA lowered to `isa` against Σ w · x̂ (x̂: x quantized per 32).
+// y from PackedLinear with the ISA lowered to `isa` against Σ w · x̂ (x̂: x quantized per 32 or 256
+// values, as the type's kernels do).
 void check_int8_kernels(cpu::Isa isa, uint32_t seed) {
   for (WeightType type : kQuantTypes) {
     for (const Shape& s : shapes_for(type)) {
       ++seed;
       std::vector<uint8_t> bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
       const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
-      const auto xhat = quantize_dequantize(x, s.m, s.n_in, 32);
+      const auto xhat = quantize_dequantize(x, s.m, s.n_in, detail::activation_group(type));
       std::vector<float> expected(static_cast<size_t>(s.m * s.n_out));
       ref::matmul(expected.data(), xhat.data(), s.m, bytes.data(), type, s.n_out, s.n_in);
       testing::IsaScope scope(isa);

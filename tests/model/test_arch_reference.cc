@@ -23,6 +23,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cpu/isa.h"
 #include "model_test_util.h"
 #include "test_util.h"
 
@@ -288,7 +289,7 @@ TEST_P(ArchReference, MatchesLlamaCpp) {
   // quantized MoE files: kernels that quantize activations flip near-tied routes there (README),
   // so their figure is only reported.
   auto auto_model = testing::load_test_model(path, kernels::MatmulPrecision::kAuto);
-  double max_auto = 0.0;
+  double max_auto = 0.0, max_auto_ref = 0.0;
   for (size_t s = 0; s < cases_f32.size(); ++s) {
     const PositionLogits rows = run(*auto_model, {cases_f32[s]}, Schedule{})[0];
     const std::string what =
@@ -297,13 +298,28 @@ TEST_P(ArchReference, MatchesLlamaCpp) {
     max_auto = std::max(
         max_auto,
         compare(rows, cases_f32[s], reference_tolerance(file), what, enforce).max_logprob_err);
+    if (!is_moe(file) && cpu::selected_isa() >= cpu::Isa::kAvx2) {
+      // The int8 kernels (AVX2 and up; scalar code multiplies exactly) quantize activations as
+      // llama.cpp does (Q8_0 per 32 for Q8_0 and
+      // the legacy types, Q8_K per 256 for the K-quants and IQ4_XS), so against llama.cpp's own
+      // quantized run they sit well inside the engine-vs-reference tolerance (measured max 0.19,
+      // gemma2 0.34; per-32 activations for the K-quants gave 0.21-0.31, gemma2 0.86).
+      const PositionLogits own = cases[s].generated == cases_f32[s].generated
+                                     ? rows
+                                     : run(*auto_model, {cases[s]}, Schedule{})[0];
+      max_auto_ref = std::max(
+          max_auto_ref,
+          compare(own, cases[s], file.starts_with("gemma2-") ? 0.5 : 0.25,
+                  what + " vs reference.json")
+              .max_logprob_err);
+    }
   }
 
   const std::string summary = fmt::format(
       "max |dlogprob| vs reference-f32: alone {:.3g}, batched+chunked {:.3g}; vs reference.json "
       "{:.3g}; last-prompt logits vs logits.json {:.3g}; greedy positions checked {}; dtype auto "
-      "vs reference-f32 {:.3g}",
-      max_f32, max_batched, max_ref, max_logits, greedy_checked, max_auto);
+      "vs reference-f32 {:.3g}, vs reference.json {:.3g}",
+      max_f32, max_batched, max_ref, max_logits, greedy_checked, max_auto, max_auto_ref);
   std::cout << "[ arch    ] " << GetParam() << ": " << summary << "\n";
   ::testing::Test::RecordProperty("summary", summary);
 }

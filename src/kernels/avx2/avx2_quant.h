@@ -10,7 +10,7 @@
 namespace vellum::kernels::avx2 {
 
 // y (m, n_out) = x (m, n_in) · Wᵀ for every quantized type, on PackedLinear's panel layouts; x is
-// quantized per 32 values into scratch
+// quantized per 32 or 256 values (detail::activation_group) into scratch
 // (detail::Q8Activations::scratch_bytes).
 void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch);

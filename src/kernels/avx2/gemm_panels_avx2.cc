@@ -33,19 +33,24 @@ float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-void quantize_row(const Q8Activations& q, int64_t r, const float* x) {
+// One scale d = amax / 127 per `group` values: 32 (Q8_0 and the legacy types, GGML's Q8_0) or
+// 256 (the K-quants and IQ4_XS, GGML's Q8_K), as avx512/gemm_panels_avx512.cc quantizes.
+void quantize_row(const Q8Activations& q, int64_t r, const float* x, int64_t group) {
   int8_t* xq = q.xq(r);
   int32_t* sum = q.sum(r);
   float* xd = q.xd(r);
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  float d = 0.0f;
   for (int64_t b = 0; b < q.n_in / 32; ++b) {
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[i]));
+    if ((b * 32) % group == 0) {
+      __m256 amax = _mm256_setzero_ps();
+      for (int64_t i = b * 32; i < b * 32 + group; i += 8) {
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(x + i)));
+      }
+      d = hmax(amax) / 127.0f;
     }
-    const float d = hmax(amax) / 127.0f;
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
     const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
     __m256i qi[4];
     for (int i = 0; i < 4; ++i) {
@@ -349,13 +354,15 @@ struct Q45KTile {
               const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(
                   reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
               const uint8_t* s8 = scales + detail::kQ4KScOffset + sub * kQ8Panel + 8 * h;
-              const uint8_t* m8 = scales + detail::kQ4KMnOffset + sub * kQ8Panel + 8 * h;
+              // Rows 8h..8h + 7 hold their 4 mins of sub-blocks 4 (sub / 4) .. + 3 in 4 bytes.
+              const __m256i m4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                  scales + detail::q4k_mn_index(sub & ~3, 8 * h)));
+              const __m256i m8 = _mm256_and_si256(
+                  _mm256_srl_epi32(m4, _mm_cvtsi32_si128(8 * (sub % 4))), _mm256_set1_epi32(0xFF));
               sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
                                     d);
-              mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m8)))),
-                                    dmin);
+              mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(m8), dmin);
             }
           }
           for (int r = 0; r < R; ++r) {
@@ -582,8 +589,9 @@ template <class Tile>
 void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
+  const int64_t group = detail::activation_group(w.type);
 #pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, group);
   if (m == 1) {
     run_tiles<Tile, 1, Tile::kDecodePanels>(y, xq, w, m);
   } else {

@@ -1,8 +1,9 @@
 // Every quantized weight type with AVX512-VNNI on PackedLinear's panel layouts
 // (packed_weights.h), every m.
 //
-// The activations are quantized like GGML's Q8_0 (per 32 values: d = amax / 127, q = round(x/d))
-// into scratch. A zmm of weights holds one quad (4 inputs) of 16 outputs; the matching 4
+// The activations are quantized into scratch as llama.cpp pairs them with each weight type:
+// d = amax / 127 per 32 values (GGML's Q8_0) for Q8_0 and the legacy types, per 256 (Q8_K) for
+// the K-quants and IQ4_XS; q = round(x / d). A zmm of weights holds one quad (4 inputs) of 16 outputs; the matching 4
 // activation codes are broadcast, and one vpdpbusd adds 4 products into each output's int32
 // lane. Eight quads make a 32-block, exactly summed in int32; then one f32 multiply-add per
 // (row, 16 outputs) applies d_w · d_x. vpdpbusd wants unsigned × signed bytes: the weights are
@@ -34,25 +35,33 @@ constexpr int kPanelsPerTile = 2;
 constexpr int kRows = 6;
 constexpr int64_t kRowBlockQ8 = 128;
 
-void quantize_row(const Q8Activations& q, int64_t r, const float* x) {
+// Quantizes row r of the activations with one scale d = amax / 127 per `group` values (32: Q8_0
+// and the legacy types, as GGML's Q8_0; 256: the K-quants and IQ4_XS, as GGML's Q8_K, so that
+// their kernels sum a whole super-block in int32). Every 32-block stores its codes, their sums
+// and its group's d.
+void quantize_row(const Q8Activations& q, int64_t r, const float* x, int64_t group) {
   int8_t* xq = q.xq(r);
   int32_t* sum = q.sum(r);
   float* xd = q.xd(r);
-  for (int64_t b = 0; b < q.n_in / 32; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + b * 32);
-    const __m512 v1 = _mm512_loadu_ps(x + b * 32 + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float d = amax / 127.0f;
+  for (int64_t g0 = 0; g0 < q.n_in; g0 += group) {
+    __m512 vmax = _mm512_setzero_ps();
+    for (int64_t i = g0; i < g0 + group; i += 16) {
+      vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    }
+    const float d = _mm512_reduce_max_ps(vmax) / 127.0f;
     const __m512 id = _mm512_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
-    // |q| <= 127 after the rounding (amax maps to ±127), so the saturating stores kept q exactly.
-    const int32_t sum_lo = _mm512_reduce_add_epi32(q0);
-    q.sum_lo(r)[b] = sum_lo;
-    sum[b] = sum_lo + _mm512_reduce_add_epi32(q1);
-    xd[b] = d;
+    for (int64_t b = g0 / 32; b < (g0 + group) / 32; ++b) {
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + b * 32), id));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + b * 32 + 16), id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
+      // |q| <= 127 after the rounding (amax maps to ±127), so the saturating stores kept q
+      // exactly.
+      const int32_t sum_lo = _mm512_reduce_add_epi32(q0);
+      q.sum_lo(r)[b] = sum_lo;
+      sum[b] = sum_lo + _mm512_reduce_add_epi32(q1);
+      xd[b] = d;
+    }
   }
 }
 
@@ -222,11 +231,14 @@ template <int R, int P, bool kFive, bool kLut>
 
 // Q4_K, Q5_K and IQ4_XS: the same tiles on 4-bit panels. One load gives two quads of 16 outputs
 // (low and high nibbles, codes 0..15, or 0..31 with Q5_K's fifth bits from the block's bit vector;
-// unsigned as vpdpbusd wants them: no offset). Per 32-input sub-block the int32 dot is scaled by
-// d·sc·d_x and the min term -dmin·mn·d_x·Σx_q is added, so activations quantized per 32 line up
-// with the sub-blocks. IQ4_XS looks its codes up as codebook value + 128 (as IQ4_NL), starts each
-// dot from -128 · Σ x_q, and has signed scales and no mins. Four rows per tile (the nibble masks
-// and scale vectors take the registers a sixth row would need).
+// unsigned as vpdpbusd wants them: no offset). The activations have one scale per 256 (Q8_K), so
+// a whole super-block sums in int32: each 32-input sub-block's dot times its 6-bit scale sc, and
+// the mins' term Σ mn · Σx_q (four vpdpbusd on the panel's mn[2][16][4] against the sub-blocks'
+// code sums split into 128 · hi + lo, both signed bytes); then per 256 inputs one
+// acc += d·d_x·Σ sc·dot - dmin·d_x·Σ mn·Σx_q. IQ4_XS looks its codes up as codebook value + 128
+// (as IQ4_NL), starts each dot from -128 · Σ x_q, and has signed scales and no mins. Every int32
+// sum is exact (|Σ sc·dot| < 2^27). Four rows per tile (the nibble masks and the int32 sums take
+// the registers a sixth row would need).
 template <WeightType kType>
 struct Q45KPanelKernel {
   static constexpr bool kFive = kType == WeightType::kQ5_K;
@@ -252,16 +264,13 @@ struct Q45KPanelKernel {
     }
     for (int64_t g = 0; g < w->n_in / 256; ++g) {
       const uint8_t* scales[P];
-      __m512 d[P];
-      __m512 dmin[P];
       #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        scales[p] = w->q4k_panel_scales(panel0 + p, g);
-        d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
-        if constexpr (!kXs) {
-          dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
-              reinterpret_cast<const __m256i*>(scales[p] + detail::kQ4KDminOffset)));
-        }
+      for (int p = 0; p < P; ++p) scales[p] = w->q4k_panel_scales(panel0 + p, g);
+      __m512i isum[R][P];
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        #pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) isum[r][p] = _mm512_setzero_si512();
       }
       for (int sub = 0; sub < 8; ++sub) {
         const int64_t blk = g * 8 + sub;  // the 32-block of the activations
@@ -278,36 +287,60 @@ struct Q45KPanelKernel {
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) blocks[p] = codes[p] + blk * kBlockBytes;
         dot_nibble_block<R, P, kFive, kXs>(dot, blocks, xq, r0, blk, table);
-        __m512 sc[P];
-        __m512 mn[P];
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
-          if constexpr (kXs) {
-            const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kIq4XsScOffset +
-                                                               sub * kQ8Panel);
-            sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(s8))),
-                                  d[p]);
-          } else {
-            const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KScOffset +
-                                                               sub * kQ8Panel);
-            const auto* m8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ4KMnOffset +
-                                                               sub * kQ8Panel);
-            sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(s8))),
-                                  d[p]);
-            mn[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(m8))),
-                                  dmin[p]);
+          const __m128i s8 = _mm_load_si128(reinterpret_cast<const __m128i*>(
+              scales[p] + (kXs ? detail::kIq4XsScOffset : detail::kQ4KScOffset) + sub * kQ8Panel));
+          const __m512i sc = kXs ? _mm512_cvtepi8_epi32(s8) : _mm512_cvtepu8_epi32(s8);
+          #pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            isum[r][p] = _mm512_add_epi32(isum[r][p], _mm512_mullo_epi32(dot[r][p], sc));
           }
         }
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const float dx = xq.xd(r0 + r)[blk];
-          const __m512 vdx = _mm512_set1_ps(dx);
-          const __m512 vmin = _mm512_set1_ps(-dx * static_cast<float>(xq.sum(r0 + r)[blk]));
+      }
+      __m512 d[P];
+      __m512 dmin[P];
+      #pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
+        if constexpr (!kXs) {
+          dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
+              reinterpret_cast<const __m256i*>(scales[p] + detail::kQ4KDminOffset)));
+        }
+      }
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const float dx = xq.xd(r0 + r)[g * 8];  // one scale per 256 (activation_group)
+        const __m512 vdx = _mm512_set1_ps(dx);
+        #pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][p]), _mm512_mul_ps(d[p], vdx),
+                                      acc[r][p]);
+        }
+        if constexpr (!kXs) {
+          // The sub-blocks' code sums s = 128 · hi + lo (lo 0..127, hi -32..31: |s| <= 4064),
+          // as two quads of signed bytes each (sub-blocks 0-3 and 4-7).
+          const int32_t* s = xq.sum(r0 + r) + g * 8;
+          uint32_t lo[2] = {0, 0};
+          uint32_t hi[2] = {0, 0};
+          for (int i = 0; i < 8; ++i) {
+            lo[i / 4] |= static_cast<uint32_t>(s[i] & 127) << (8 * (i % 4));
+            hi[i / 4] |= (static_cast<uint32_t>(s[i] >> 7) & 0xFF) << (8 * (i % 4));
+          }
           #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) {
-            acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_mul_ps(sc[p], vdx),
-                                        acc[r][p]);
-            if constexpr (!kXs) acc[r][p] = _mm512_fmadd_ps(mn[p], vmin, acc[r][p]);
+            const uint8_t* mn = scales[p] + detail::kQ4KMnOffset;
+            const __m512i m0 = _mm512_load_si512(mn);
+            const __m512i m1 = _mm512_load_si512(mn + 64);
+            __m512i ilo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), m0,
+                                              _mm512_set1_epi32(static_cast<int>(lo[0])));
+            ilo = _mm512_dpbusd_epi32(ilo, m1, _mm512_set1_epi32(static_cast<int>(lo[1])));
+            __m512i ihi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), m0,
+                                              _mm512_set1_epi32(static_cast<int>(hi[0])));
+            ihi = _mm512_dpbusd_epi32(ihi, m1, _mm512_set1_epi32(static_cast<int>(hi[1])));
+            const __m512i imin = _mm512_add_epi32(ilo, _mm512_slli_epi32(ihi, 7));
+            acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin),
+                                        _mm512_mul_ps(dmin[p], _mm512_set1_ps(-dx)), acc[r][p]);
           }
         }
       }
@@ -439,8 +472,10 @@ template <WeightType kType>
 
 // Q6_K, Q3_K and Q2_K: 16-input sub-blocks. The unsigned codes (Q6_K 0..63, Q3_K 0..7, Q2_K 0..3)
 // go to vpdpbusd as they are; Q6_K's -32 and Q3_K's -4 offsets start each 16-input dot from
-// -offset · Σ x_q of those inputs (exact, as Q8_0's +128), then d·sc·d_x scales each sub-block;
-// Q2_K adds its min term -dmin·mn·d_x·Σ x_q per sub-block (as Q4_K per 32).
+// -offset · Σ x_q of those inputs (exact, as Q8_0's +128). The activations have one scale per 256
+// (Q8_K), so each sub-block's dot times its scale sums over the super-block in int32 (exact:
+// |Σ sc·dot| < 2^28) and d·d_x applies once per 256 inputs; Q2_K's min term -dmin·mn·d_x·Σ x_q
+// stays per sub-block in f32 (its int32 sums would need registers the tile does not have).
 template <WeightType kType>
 struct K16PanelKernel {
   static constexpr int kOffset = kType == WeightType::kQ6_K ? 32 : kType == WeightType::kQ3_K ? 4 : 0;
@@ -468,16 +503,23 @@ struct K16PanelKernel {
     }
     for (int64_t g = 0; g < w->n_in / 256; ++g) {
       const uint8_t* scales[P];
-      __m512 d[P];
       __m512 dmin[P];
       #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         scales[p] = w->k16_panel_scales(panel0 + p, g);
-        d[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
         if constexpr (kMin) {
           dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
               reinterpret_cast<const __m256i*>(scales[p] + detail::kQ2KDminOffset)));
         }
+      }
+      __m512 vmin_dx[R];  // Q2_K: -d_x (one activation scale per 256)
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) vmin_dx[r] = _mm512_set1_ps(-xq.xd(r0 + r)[g * 8]);
+      __m512i isum[R][P];
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        #pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) isum[r][p] = _mm512_setzero_si512();
       }
       for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
         #pragma GCC unroll 4
@@ -520,38 +562,40 @@ struct K16PanelKernel {
             }
           }
           const int64_t sub = (blk % 8) * 2 + half;
-          __m512 sc[P];
-          __m512 mn[P];
           #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) {
+            __m512i sc;
             if constexpr (kMin) {
               const __m512i s = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(
                   scales[p] + detail::kQ2KScOffset + sub * kQ8Panel)));
-              sc[p] = _mm512_mul_ps(
-                  _mm512_cvtepi32_ps(_mm512_and_si512(s, _mm512_set1_epi32(0xF))), d[p]);
-              mn[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(s, 4)), dmin[p]);
+              sc = _mm512_and_si512(s, _mm512_set1_epi32(0xF));
+              const __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(s, 4)), dmin[p]);
+              #pragma GCC unroll 8
+              for (int r = 0; r < R; ++r) {
+                acc[r][p] = _mm512_fmadd_ps(
+                    mn, _mm512_mul_ps(vmin_dx[r], _mm512_set1_ps(static_cast<float>(sum16[r]))),
+                    acc[r][p]);
+              }
             } else {
-              const auto* s8 = reinterpret_cast<const __m128i*>(scales[p] + detail::kQ6KScOffset +
-                                                                 sub * kQ8Panel);
-              sc[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(s8))),
-                                    d[p]);
+              sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(
+                  scales[p] + detail::kQ6KScOffset + sub * kQ8Panel)));
+            }
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+              isum[r][p] = _mm512_add_epi32(isum[r][p], _mm512_mullo_epi32(dot[r][p], sc));
             }
           }
-          #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) {
-            const float dx = xq.xd(r0 + r)[blk];
-            const __m512 vdx = _mm512_set1_ps(dx);
-            #pragma GCC unroll 4
-            for (int p = 0; p < P; ++p) {
-              acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]),
-                                          _mm512_mul_ps(sc[p], vdx), acc[r][p]);
-            }
-            if constexpr (kMin) {
-              const __m512 vmin = _mm512_set1_ps(-dx * static_cast<float>(sum16[r]));
-              #pragma GCC unroll 4
-              for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(mn[p], vmin, acc[r][p]);
-            }
-          }
+        }
+      }
+      #pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const __m512 d =
+            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales[p])));
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][p]),
+                                      _mm512_mul_ps(d, _mm512_set1_ps(xq.xd(r0 + r)[g * 8])),
+                                      acc[r][p]);
         }
       }
     }
@@ -585,7 +629,7 @@ void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
                     void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
   const Q8PanelKernel kernel{y, xq, &w};
   if (m <= 2) {
     // Decode: four panels per tile, four weight streams per thread in flight.
@@ -599,7 +643,7 @@ void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWe
                      void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
   switch (w.type) {
     case WeightType::kQ5_K: return run(Q45KPanelKernel<WeightType::kQ5_K>{y, xq, &w});
@@ -612,7 +656,7 @@ void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::Pack
                          void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
   switch (w.type) {
     case WeightType::kQ4_1: return run(LegacyPanelKernel<WeightType::kQ4_1>{y, xq, &w});
@@ -627,7 +671,7 @@ void gemm_k16_vnni(float* y, const float* x, int64_t m, const detail::PackedWeig
                    void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
 #pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in);
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
   switch (w.type) {
     case WeightType::kQ3_K: return run(K16PanelKernel<WeightType::kQ3_K>{y, xq, &w});
