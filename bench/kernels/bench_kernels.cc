@@ -178,22 +178,16 @@ void BM_DecodeShare(benchmark::State& state, WeightType type) {
   state.counters["share_min"] = *std::min_element(shares.begin(), shares.end());
   state.counters["share_max"] = *std::max_element(shares.begin(), shares.end());
 }
+// The weight types of the decode benchmarks below: X(name, type).
+#define VELLUM_DECODE_TYPES(X)                                                          \
+  X(bf16, WeightType::kBF16) X(f16, WeightType::kF16) X(q8_0, WeightType::kQ8_0)        \
+  X(q4_0, WeightType::kQ4_0) X(q4_1, WeightType::kQ4_1) X(q5_0, WeightType::kQ5_0)      \
+  X(q5_1, WeightType::kQ5_1) X(q2_k, WeightType::kQ2_K) X(q3_k, WeightType::kQ3_K)      \
+  X(q4_k, WeightType::kQ4_K) X(q5_k, WeightType::kQ5_K) X(q6_k, WeightType::kQ6_K)      \
+  X(iq4_nl, WeightType::kIQ4_NL) X(iq4_xs, WeightType::kIQ4_XS)
 #define VELLUM_DECODE_SHARE(name, type) \
-  BENCHMARK_CAPTURE(BM_DecodeShare, name, type)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()
-VELLUM_DECODE_SHARE(bf16, WeightType::kBF16);
-VELLUM_DECODE_SHARE(f16, WeightType::kF16);
-VELLUM_DECODE_SHARE(q8_0, WeightType::kQ8_0);
-VELLUM_DECODE_SHARE(q4_0, WeightType::kQ4_0);
-VELLUM_DECODE_SHARE(q4_1, WeightType::kQ4_1);
-VELLUM_DECODE_SHARE(q5_0, WeightType::kQ5_0);
-VELLUM_DECODE_SHARE(q5_1, WeightType::kQ5_1);
-VELLUM_DECODE_SHARE(q2_k, WeightType::kQ2_K);
-VELLUM_DECODE_SHARE(q3_k, WeightType::kQ3_K);
-VELLUM_DECODE_SHARE(q4_k, WeightType::kQ4_K);
-VELLUM_DECODE_SHARE(q5_k, WeightType::kQ5_K);
-VELLUM_DECODE_SHARE(q6_k, WeightType::kQ6_K);
-VELLUM_DECODE_SHARE(iq4_nl, WeightType::kIQ4_NL);
-VELLUM_DECODE_SHARE(iq4_xs, WeightType::kIQ4_XS);
+  BENCHMARK_CAPTURE(BM_DecodeShare, name, type)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+VELLUM_DECODE_TYPES(VELLUM_DECODE_SHARE)
 #undef VELLUM_DECODE_SHARE
 
 // The decode product (m = 1) on 4096 x 2048 weights, small enough to stay in the last-level
@@ -215,22 +209,10 @@ void BM_DecodeFromCache(benchmark::State& state, WeightType type) {
                           static_cast<int64_t>(linear.weight_bytes()));
 }
 #define VELLUM_DECODE_CACHE(name, type) \
-  BENCHMARK_CAPTURE(BM_DecodeFromCache, name, type)->Arg(4096)->Unit(benchmark::kMicrosecond)->UseRealTime()
-VELLUM_DECODE_CACHE(bf16, WeightType::kBF16);
-VELLUM_DECODE_CACHE(f16, WeightType::kF16);
-VELLUM_DECODE_CACHE(q8_0, WeightType::kQ8_0);
-VELLUM_DECODE_CACHE(q4_0, WeightType::kQ4_0);
-VELLUM_DECODE_CACHE(q4_1, WeightType::kQ4_1);
-VELLUM_DECODE_CACHE(q5_0, WeightType::kQ5_0);
-VELLUM_DECODE_CACHE(q5_1, WeightType::kQ5_1);
-VELLUM_DECODE_CACHE(q2_k, WeightType::kQ2_K);
-VELLUM_DECODE_CACHE(q3_k, WeightType::kQ3_K);
-VELLUM_DECODE_CACHE(q4_k, WeightType::kQ4_K);
-VELLUM_DECODE_CACHE(q5_k, WeightType::kQ5_K);
-VELLUM_DECODE_CACHE(q6_k, WeightType::kQ6_K);
-VELLUM_DECODE_CACHE(iq4_nl, WeightType::kIQ4_NL);
-VELLUM_DECODE_CACHE(iq4_xs, WeightType::kIQ4_XS);
+  BENCHMARK_CAPTURE(BM_DecodeFromCache, name, type)->Arg(4096)->Unit(benchmark::kMicrosecond)->UseRealTime();
+VELLUM_DECODE_TYPES(VELLUM_DECODE_CACHE)
 #undef VELLUM_DECODE_CACHE
+#undef VELLUM_DECODE_TYPES
 
 // oneDNN alone on the decode shapes: where it overtakes the hand-written small-m kernels
 // decides PackedLinear's kMaxSmallM.
