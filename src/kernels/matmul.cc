@@ -403,7 +403,8 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
   if (type != stored) what += fmt::format(" as {}", weight_type_info(type).name);
   std::string how;
   // Activations: one scale per 32 (GGML's Q8_0) or per 256 (Q8_K), as llama.cpp pairs them.
-  const std::string act = fmt::format("activations quantized per {}", detail::activation_group(type));
+  const std::string act =
+      fmt::format("activations quantized per {}", detail::activation_group(type));
   if (isa < cpu::Isa::kAvx2) {
     how = "scalar";
   } else if (isa < cpu::Isa::kAvx512) {

@@ -300,10 +300,10 @@ TEST_P(ArchReference, MatchesLlamaCpp) {
         compare(rows, cases_f32[s], reference_tolerance(file), what, enforce).max_logprob_err);
     if (!is_moe(file) && cpu::selected_isa() >= cpu::Isa::kAvx2) {
       // The int8 kernels (AVX2 and up; scalar code multiplies exactly) quantize activations as
-      // llama.cpp does (Q8_0 per 32 for Q8_0 and
-      // the legacy types, Q8_K per 256 for the K-quants and IQ4_XS), so against llama.cpp's own
-      // quantized run they sit well inside the engine-vs-reference tolerance (measured max 0.19,
-      // gemma2 0.34; per-32 activations for the K-quants gave 0.20-0.37, gemma2 0.86).
+      // llama.cpp does (Q8_0 per 32 for Q8_0 and the legacy types, Q8_K per 256 for the K-quants
+      // and IQ4_XS), so against llama.cpp's own quantized run they sit well inside the
+      // engine-vs-reference tolerance (measured max 0.19, gemma2 0.34; per-32 activations for the
+      // K-quants gave 0.20-0.37, gemma2 0.86).
       const PositionLogits own = cases[s].generated == cases_f32[s].generated
                                      ? rows
                                      : run(*auto_model, {cases[s]}, Schedule{})[0];

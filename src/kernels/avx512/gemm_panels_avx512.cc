@@ -3,10 +3,11 @@
 //
 // The activations are quantized into scratch as llama.cpp pairs them with each weight type:
 // d = amax / 127 per 32 values (GGML's Q8_0) for Q8_0 and the legacy types, per 256 (Q8_K) for
-// the K-quants and IQ4_XS; q = round(x / d). A zmm of weights holds one quad (4 inputs) of 16 outputs; the matching 4
-// activation codes are broadcast, and one vpdpbusd adds 4 products into each output's int32
-// lane. Eight quads make a 32-block, exactly summed in int32; then one f32 multiply-add per
-// (row, 16 outputs) applies d_w · d_x. vpdpbusd wants unsigned × signed bytes: the weights are
+// the K-quants and IQ4_XS; q = round(x / d). A zmm of weights holds one quad (4 inputs) of 16
+// outputs; the matching 4 activation codes are broadcast, and one vpdpbusd adds 4 products into
+// each output's int32 lane. Eight quads make a 32-block, exactly summed in int32; then one f32
+// multiply-add per (row, 16 outputs) applies d_w · d_x (the K-quants: once per 256, see their
+// kernels). vpdpbusd wants unsigned × signed bytes: the weights are
 // stored as w + 128 and each block's dot starts from -128 · Σ x_q (per row and block, computed
 // with the activations), which removes the offset exactly:  Σ (w + 128) x = Σ w x + 128 Σ x.
 //
@@ -63,6 +64,17 @@ void quantize_row(const Q8Activations& q, int64_t r, const float* x, int64_t gro
       xd[b] = d;
     }
   }
+}
+
+// The m rows of x quantized into scratch for w's kernel (activation_group(w.type) values per
+// scale).
+Q8Activations quantize_rows(const float* x, int64_t m, const detail::PackedWeights& w,
+                            void* scratch) {
+  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
+  const int64_t group = detail::activation_group(w.type);
+#pragma omp parallel for schedule(static) if (m >= 16)
+  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, group);
+  return xq;
 }
 
 int32_t load_quad(const int8_t* p) {
@@ -627,9 +639,7 @@ size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in) {
 
 void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                     void* scratch) {
-  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
-#pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
+  const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const Q8PanelKernel kernel{y, xq, &w};
   if (m <= 2) {
     // Decode: four panels per tile, four weight streams per thread in flight.
@@ -641,9 +651,7 @@ void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
 
 void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                      void* scratch) {
-  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
-#pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
+  const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
   switch (w.type) {
     case WeightType::kQ5_K: return run(Q45KPanelKernel<WeightType::kQ5_K>{y, xq, &w});
@@ -654,9 +662,7 @@ void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWe
 
 void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                          void* scratch) {
-  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
-#pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
+  const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
   switch (w.type) {
     case WeightType::kQ4_1: return run(LegacyPanelKernel<WeightType::kQ4_1>{y, xq, &w});
@@ -669,9 +675,7 @@ void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::Pack
 
 void gemm_k16_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
                    void* scratch) {
-  const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
-#pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, detail::activation_group(w.type));
+  const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
   switch (w.type) {
     case WeightType::kQ3_K: return run(K16PanelKernel<WeightType::kQ3_K>{y, xq, &w});
