@@ -27,6 +27,7 @@
 #include "kernels/matmul.h"
 #include "kernels/onednn_matmul.h"
 #include "kernels/quant_types.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels {
 namespace {
@@ -194,22 +195,36 @@ VELLUM_DECODE_TYPES(VELLUM_DECODE_SHARE)
 // cache and large enough to amortise the fork/join of the product: the kernel's compute ceiling
 // in bytes of weights per second. Decode from DRAM overlaps that work with the weight reads only
 // in part, so the fewer instructions per weight byte, the closer BM_DecodeShare gets to 1.
+// Args: rows (16: the fixed cost of one product; 4096: the ceiling), and 0 = each product opens
+// an OpenMP region, 1 = products handed to a thread team as the model's forward pass runs them
+// (threads::run_as_team).
 void BM_DecodeFromCache(benchmark::State& state, WeightType type) {
   const int64_t kCacheOut = state.range(0);
+  const bool team = state.range(1) != 0;
   const auto w = random_weights(type, kCacheOut, kNIn, 1);
   const PackedLinear linear = PackedLinear::pack(w.data(), type, kCacheOut, kNIn,
                                                  MatmulPrecision::kAuto);
   std::vector<float> x(kNIn, 0.5f), y(kCacheOut);
   AlignedBuffer scratch(linear.scratch_bytes(1));
-  for (auto _ : state) {
-    linear.forward(y.data(), x.data(), 1, scratch.data());
-    benchmark::ClobberMemory();
+  auto loop = [&] {
+    for (auto _ : state) {
+      linear.forward(y.data(), x.data(), 1, scratch.data());
+      benchmark::ClobberMemory();
+    }
+  };
+  if (team) {
+    threads::run_as_team(loop);
+  } else {
+    loop();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(linear.weight_bytes()));
 }
-#define VELLUM_DECODE_CACHE(name, type) \
-  BENCHMARK_CAPTURE(BM_DecodeFromCache, name, type)->Arg(4096)->Unit(benchmark::kMicrosecond)->UseRealTime();
+#define VELLUM_DECODE_CACHE(name, type)                                        \
+  BENCHMARK_CAPTURE(BM_DecodeFromCache, name, type)                            \
+      ->ArgsProduct({{16, 4096}, {0, 1}})                                      \
+      ->Unit(benchmark::kMicrosecond)                                          \
+      ->UseRealTime();
 VELLUM_DECODE_TYPES(VELLUM_DECODE_CACHE)
 #undef VELLUM_DECODE_CACHE
 #undef VELLUM_DECODE_TYPES

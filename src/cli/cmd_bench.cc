@@ -157,10 +157,12 @@ int run_latency(LatencyOptions& o) {
   const double decode = percentile(decode_times, 50);
   const double decode_steps = static_cast<double>(o.output_len - 1);
   const double prefill_tps = static_cast<double>(o.input_len * o.batch_size) / prefill;
-  const double decode_tps = decode_steps * static_cast<double>(o.batch_size) / decode;
+  const double decode_tps =
+      decode_steps > 0 ? decode_steps * static_cast<double>(o.batch_size) / decode : 0.0;
   // What the decode steps read, as counted by the model (with MoE: the experts actually chosen).
-  const double step_bytes = static_cast<double>(decode_bytes_read) / (decode_steps * o.num_iters);
-  const double weight_gbps = step_bytes * decode_steps / decode / 1e9;
+  const double step_bytes =
+      decode_steps > 0 ? static_cast<double>(decode_bytes_read) / (decode_steps * o.num_iters) : 0;
+  const double weight_gbps = decode_steps > 0 ? step_bytes * decode_steps / decode / 1e9 : 0.0;
   std::printf("Avg latency: %.4f seconds\n",
               std::accumulate(latencies.begin(), latencies.end(), 0.0) /
                   static_cast<double>(latencies.size()));
@@ -172,12 +174,16 @@ int run_latency(LatencyOptions& o) {
               o.num_iters);
   std::printf("Decode: %lld steps x %lld seqs in %.4f s = %.2f tokens/s, %.2f steps/s\n",
               static_cast<long long>(o.output_len - 1), static_cast<long long>(o.batch_size),
-              decode, decode_tps, decode_steps / decode);
-  std::printf("Decode weight read: %s per step, %.1f GB/s = %.0f%% of the %.1f GB/s read "
-              "bandwidth measured now\n",
-              format_bytes(static_cast<int64_t>(step_bytes)).c_str(), weight_gbps,
-              100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
-  if (const size_t experts = model.expert_weight_bytes(); experts > 0) {
+              decode, decode_tps, decode_steps > 0 ? decode_steps / decode : 0.0);
+  if (decode_steps > 0) {
+    std::printf("Decode weight read: %s per step, %.1f GB/s = %.0f%% of the %.1f GB/s read "
+                "bandwidth measured now\n",
+                format_bytes(static_cast<int64_t>(step_bytes)).c_str(), weight_gbps,
+                100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
+  } else {
+    std::printf("Decode weight read: no decode steps (--output-len 1)\n");
+  }
+  if (const size_t experts = model.expert_weight_bytes(); experts > 0 && decode_steps > 0) {
     std::printf("Mixture of experts: a decode step read %s of weights (the router and the experts "
                 "its tokens chose); all experts hold %s; one token reads %s\n",
                 format_bytes(static_cast<int64_t>(step_bytes)).c_str(),
@@ -199,9 +205,10 @@ int run_latency(LatencyOptions& o) {
                                       static_cast<int64_t>(decode_steps * iters))
                     .c_str());
   }
-  const double reduce_per_step = percentile(decode_reduce_seconds, 50) / decode_steps;
+  const double reduce_per_step =
+      decode_steps > 0 ? percentile(decode_reduce_seconds, 50) / decode_steps : 0.0;
   double probe_per_step = 0.0;
-  if (groups.tp->size() > 1) {
+  if (groups.tp->size() > 1 && decode_steps > 0) {
     const double reduces_per_step = static_cast<double>(decode_reduces) / decode_steps;
     std::printf("Tensor parallel: %d ranks; decode all-reduce: %.1f per step, %s per step, "
                 "%.1f us per step = %.1f%% of the step (waiting for the slowest rank included)\n",

@@ -87,7 +87,7 @@ struct Unit {
 
 // The work of one paged_attention call, laid out in the caller's workspace: the items, and when
 // split, the (item, partition) units and a Partial slot for each. Reads seq_lens and
-// query_start_loc; splits per params.split (kernels.h) with num_threads = omp_get_max_threads().
+// query_start_loc; splits per params.split (kernels.h) with num_threads = threads::max_threads().
 class Plan {
  public:
   Plan(const PagedAttentionParams& p, const int32_t* block_tables, const int32_t* seq_lens,

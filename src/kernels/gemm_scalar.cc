@@ -3,6 +3,7 @@
 #include "common/half.h"
 #include "kernels/packed_weights.h"
 #include "kernels/quant_types.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::detail {
 namespace {
@@ -106,8 +107,7 @@ float PackedWeights::k16_weight(int64_t j, int64_t k) const {
 
 void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
   const int64_t n_in = w.n_in;
-#pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < w.n_out; ++j) {
+  threads::parallel_for(w.n_out, true, [&](int64_t j) {
     switch (w.type) {
       case WeightType::kF32: {
         const float* row = w.data.as<float>() + j * n_in;
@@ -153,7 +153,7 @@ void gemm_scalar(float* y, const float* x, int64_t m, const PackedWeights& w) {
         break;
       }
     }
-  }
+  });
 }
 
 }  // namespace vellum::kernels::detail

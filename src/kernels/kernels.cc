@@ -3,7 +3,6 @@
 // attention work plan of attention_plan.h, compiled here without ISA flags.
 #include "kernels/kernels.h"
 
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/quant_types.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels {
 namespace {
@@ -125,11 +125,10 @@ void copy_blocks(void* pool, int64_t block_bytes, const int32_t* src, const int3
   auto* base = static_cast<uint8_t*>(pool);
   const auto bytes = static_cast<size_t>(block_bytes);
   // Parallel only when there is enough to copy to pay for waking the team.
-#pragma omp parallel for schedule(static) if (num_pairs * block_bytes >= (int64_t{1} << 20))
-  for (int64_t i = 0; i < num_pairs; ++i) {
+  threads::parallel_for(num_pairs, num_pairs * block_bytes >= (int64_t{1} << 20), [&](int64_t i) {
     std::memcpy(base + static_cast<size_t>(dst[i]) * bytes,
                 base + static_cast<size_t>(src[i]) * bytes, bytes);
-  }
+  });
 }
 
 void swap_blocks(void* dst_pool, const void* src_pool, int64_t block_bytes, const int32_t* src,
@@ -137,11 +136,10 @@ void swap_blocks(void* dst_pool, const void* src_pool, int64_t block_bytes, cons
   auto* dst_base = static_cast<uint8_t*>(dst_pool);
   const auto* src_base = static_cast<const uint8_t*>(src_pool);
   const auto bytes = static_cast<size_t>(block_bytes);
-#pragma omp parallel for schedule(static) if (num_pairs * block_bytes >= (int64_t{1} << 20))
-  for (int64_t i = 0; i < num_pairs; ++i) {
+  threads::parallel_for(num_pairs, num_pairs * block_bytes >= (int64_t{1} << 20), [&](int64_t i) {
     std::memcpy(dst_base + static_cast<size_t>(dst[i]) * bytes,
                 src_base + static_cast<size_t>(src[i]) * bytes, bytes);
-  }
+  });
 }
 
 }  // namespace vellum::kernels
@@ -190,7 +188,7 @@ Plan::Plan(const PagedAttentionParams& p, const int32_t* block_tables, const int
 
   // Splitting pays when items are too few to keep the threads busy and some item has more than
   // one partition to share out. The item limit is also the workspace bound (workspace_bytes).
-  const int num_threads = omp_get_max_threads();
+  const int num_threads = threads::max_threads();
   if (p.split == AttentionSplit::kNever ||
       (p.split == AttentionSplit::kAuto && num_threads == 1) ||
       num_items_ >= kSplitItemsPerThread * num_threads) {

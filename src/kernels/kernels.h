@@ -118,7 +118,7 @@ struct PagedAttentionParams {
 // out: (num_tokens, num_heads, head_dim) contiguous. q: same shape with token stride q_stride.
 // block_tables: (num_seqs, max_blocks_per_seq) int32. workspace: at least
 // paged_attention_workspace_bytes(params, max_seq_len, num_threads) bytes, 64-byte aligned, where
-// max_seq_len >= every seq_lens[s] and num_threads >= omp_get_max_threads() in the calling thread.
+// max_seq_len >= every seq_lens[s] and num_threads >= threads::max_threads() in the calling thread.
 //
 // Each output row is bitwise the same whatever else is in the batch, however the work is split
 // and on however many threads (for a given ISA): a row's keys are summed in tiles and partitions

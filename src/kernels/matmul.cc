@@ -22,6 +22,7 @@
 #include "kernels/packed_weights.h"
 #include "kernels/quant_types.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels {
 namespace {
@@ -591,11 +592,10 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       const PackedLinear& part = impl_->parts[i];
       const int64_t rows = part.n_out();
       part.forward(part_y, x, m, scratch);
-#pragma omp parallel for schedule(static) if (m * rows >= 65536)
-      for (int64_t r = 0; r < m; ++r) {
+      threads::parallel_for(m, m * rows >= 65536, [&](int64_t r) {
         std::memcpy(y + r * w.n_out + impl_->part_offsets[i], part_y + r * rows,
                     static_cast<size_t>(rows) * sizeof(float));
-      }
+      });
     }
     return;
   }
@@ -618,11 +618,10 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     return;
   }
   const bool has_bf16 = isa >= cpu::Isa::kAvx512Bf16;
-  // The large-m kernels block and reduce differently from the small-m ones.
-  const bool large_m_ok = !batch_invariant();
+  const bool onednn = uses_onednn(m);
   switch (w.type) {
     case WeightType::kF32:
-      if (large_m_ok && m > kMaxSmallMF32 && impl_->onednn) {
+      if (onednn) {
         impl_->onednn->run(y, x, m, scratch);
       } else {
         avx512::gemm_f32(y, x, m, w);
@@ -634,7 +633,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     case WeightType::kBF16:
       if (!has_bf16) {
         avx512::gemm_bf16_fma(y, x, m, w);
-      } else if (large_m_ok && m > kMaxSmallMBf16 && impl_->onednn) {
+      } else if (onednn) {
         auto* x_bf16 = static_cast<uint16_t*>(scratch);  // (m, n_in)
         avx512::convert_f32_to_bf16(x_bf16, x, m * w.n_in);
         impl_->onednn->run(y, x_bf16, m,
@@ -646,7 +645,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
       }
       return;
     case WeightType::kQ8_0:
-      if (large_m_ok && has_bf16 && m > max_small_m_q8_0() && impl_->onednn_q8) {
+      if (onednn) {
         avx512::gemm_q8_0_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
       } else if (has_bf16) {
         avx512::gemm_q8_0_vnni(y, x, m, w, scratch);
@@ -665,6 +664,24 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
         avx512::gemm_q4_legacy_vnni(y, x, m, w, scratch);
       }
       return;
+  }
+}
+
+bool PackedLinear::uses_onednn(int64_t m) const {
+  if (!impl_->parts.empty()) {
+    return std::any_of(impl_->parts.begin(), impl_->parts.end(),
+                       [m](const PackedLinear& part) { return part.uses_onednn(m); });
+  }
+  const cpu::Isa isa = cpu::selected_isa();
+  // The large-m kernels block and reduce differently from the small-m ones.
+  if (isa < cpu::Isa::kAvx512 || batch_invariant()) return false;
+  const bool has_bf16 = isa >= cpu::Isa::kAvx512Bf16;
+  switch (impl_->weights.type) {
+    case WeightType::kF32: return m > kMaxSmallMF32 && impl_->onednn != nullptr;
+    case WeightType::kBF16: return has_bf16 && m > kMaxSmallMBf16 && impl_->onednn != nullptr;
+    case WeightType::kQ8_0:
+      return has_bf16 && m > max_small_m_q8_0() && impl_->onednn_q8 != nullptr;
+    default: return false;
   }
 }
 

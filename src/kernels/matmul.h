@@ -73,6 +73,9 @@ class PackedLinear {
   // 64-byte aligned, owned by the caller (may be null when scratch_bytes(m) == 0).
   void forward(float* y, const float* x, int64_t m, void* scratch) const;
   size_t scratch_bytes(int64_t m) const;
+  // Whether forward() with m rows runs a oneDNN primitive (which must not run inside a
+  // threads::run_as_team scope: it opens its own OpenMP region).
+  bool uses_onednn(int64_t m) const;
 
   int64_t n_out() const;
   int64_t n_in() const;

@@ -1,7 +1,6 @@
 #include "model/decoder.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +13,7 @@
 #include "common/profile.h"
 #include "gguf/gguf.h"
 #include "kernels/quant_types.h"
+#include "kernels/threads.h"
 #include "model/decoder_ops.h"
 #include "model/io/tensor_names.h"
 #include "model/moe.h"
@@ -66,6 +66,8 @@ class DecoderModel final : public Model {
     finish_forward();
   }
   void start_forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) override;
+  void run_forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits);
+  bool runs_onednn(int64_t num_tokens, int64_t num_logits) const;
   void finish_forward() override;
   size_t weight_bytes() const override { return weight_bytes_; }
   size_t weight_bytes_read() const override { return weight_bytes_read_; }
@@ -371,14 +373,15 @@ void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
   }
   {
     profile::Scope timed(Phase::kElementwise);
-    for (int64_t t = 0; t < num_tokens; ++t) {
+    const bool geglu = config_.arch.activation == FfnActivation::kGeGlu;
+    kernels::threads::parallel_for(num_tokens, num_tokens * ff >= (1 << 16), [&](int64_t t) {
       const float* row = gate_up + t * 2 * ff;
-      if (config_.arch.activation == FfnActivation::kGeGlu) {
+      if (geglu) {
         kernels::gelu_tanh_mul(act + t * ff, row, row + ff, ff);
       } else {
         kernels::silu_mul(act + t * ff, row, row + ff, ff);
       }
-    }
+    });
   }
   profile::Scope timed(Phase::kGemmFfn);
   layer.down.forward(out, act, num_tokens, scratch);
@@ -395,8 +398,29 @@ void DecoderModel::finish_forward() {
   }
 }
 
+bool DecoderModel::runs_onednn(int64_t num_tokens, int64_t num_logits) const {
+  if (!output_norm_.empty() && num_logits > 0 && lm_head_.uses_onednn(num_logits)) return true;
+  return std::any_of(layers_.begin(), layers_.end(), [num_tokens](const DecoderLayer& layer) {
+    return layer.qkv.uses_onednn(num_tokens) || layer.attn_out.uses_onednn(num_tokens) ||
+           (layer.moe ? layer.moe->uses_onednn(num_tokens)
+                      : layer.gate_up.uses_onednn(num_tokens) ||
+                            layer.down.uses_onednn(num_tokens));
+  });
+}
+
+// A step whose products all run on Vellum's kernels runs as one thread team: its few hundred
+// kernel calls each hand work to threads already running instead of opening an OpenMP region.
+// oneDNN's primitives open their own regions, so steps that reach them run the plain way.
 void DecoderModel::start_forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) {
   logits_in_flight_.emplace_back();  // this batch's entry, whichever way it returns
+  if (runs_onednn(batch.num_tokens(), batch.num_logits())) {
+    run_forward(batch, kv_cache, logits);
+  } else {
+    kernels::threads::run_as_team([&] { run_forward(batch, kv_cache, logits); });
+  }
+}
+
+void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, float* logits) {
   const int64_t num_tokens = batch.num_tokens();
   VELLUM_CHECK(num_tokens > 0, ErrorCode::kInternal, "forward called with an empty batch");
   const KvCacheShape& kv = kv_cache.shape();
@@ -439,7 +463,7 @@ void DecoderModel::start_forward(const ForwardBatch& batch, KvCache& kv_cache, f
   void* attn_scratch = grow_bytes(
       attention_scratch_,
       std::max<size_t>(64, kernels::paged_attention_workspace_bytes(
-                               attn_params, batch.max_seq_len(), omp_get_max_threads())));
+                               attn_params, batch.max_seq_len(), kernels::threads::max_threads())));
 
   const int pp_rank = parallel_.pp_rank();
   const int pp_size = parallel_.pp_size();

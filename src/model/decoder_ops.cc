@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/threads.h"
+
 namespace vellum::model::ops {
 namespace {
 
@@ -13,8 +15,7 @@ constexpr int64_t kParallelMinElems = int64_t{1} << 16;
 void rms_norm_heads(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
                     int64_t head_dim, const float* weight, float eps) {
   const bool parallel = num_tokens * num_heads * head_dim > kParallelMinElems;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < num_tokens; ++t) {
+  kernels::threads::parallel_for(num_tokens, parallel, [&](int64_t t) {
     for (int64_t h = 0; h < num_heads; ++h) {
       float* v = x + t * token_stride + h * head_dim;  // (head_dim)
       float sum = 0.0f;
@@ -22,7 +23,7 @@ void rms_norm_heads(float* x, int64_t token_stride, int64_t num_tokens, int64_t 
       const float inv = 1.0f / std::sqrt(sum / static_cast<float>(head_dim) + eps);
       for (int64_t d = 0; d < head_dim; ++d) v[d] = v[d] * inv * weight[d];
     }
-  }
+  });
 }
 
 void softcap_inplace(float* x, int64_t n, float cap) {
@@ -32,11 +33,10 @@ void softcap_inplace(float* x, int64_t n, float cap) {
 }
 
 void add_bias(float* x, int64_t num_rows, int64_t row_len, int64_t row_stride, const float* bias) {
-#pragma omp parallel for schedule(static) if (num_rows * row_len > kParallelMinElems)
-  for (int64_t r = 0; r < num_rows; ++r) {
+  kernels::threads::parallel_for(num_rows, num_rows * row_len > kParallelMinElems, [&](int64_t r) {
     float* row = x + r * row_stride;
     for (int64_t i = 0; i < row_len; ++i) row[i] += bias[i];
-  }
+  });
 }
 
 void scale_inplace(float* x, int64_t n, float scale) {

@@ -87,6 +87,13 @@ size_t MoeFfn::expert_weight_bytes() const {
   return bytes;
 }
 
+// Each expert runs on at most num_tokens rows, and oneDNN is chosen above a row count.
+bool MoeFfn::uses_onednn(int64_t num_tokens) const {
+  auto uses = [num_tokens](const auto& linear) { return linear.uses_onednn(num_tokens); };
+  return uses(router_) || std::any_of(gate_up_.begin(), gate_up_.end(), uses) ||
+         std::any_of(down_.begin(), down_.end(), uses);
+}
+
 void MoeFfn::forward(float* out, const float* h, int64_t num_tokens, void* scratch) {
   const int64_t k = num_used_;
   const int64_t ff = expert_ff_;

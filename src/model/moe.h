@@ -36,6 +36,9 @@ class MoeFfn {
   // out. scratch: scratch_bytes(num_tokens) bytes, 64-byte aligned.
   void forward(float* out, const float* h, int64_t num_tokens, void* scratch);
   size_t scratch_bytes(int64_t m) const;
+  // Whether a forward over num_tokens tokens may run a oneDNN primitive
+  // (PackedLinear::uses_onednn).
+  bool uses_onednn(int64_t num_tokens) const;
 
   // Weight bytes a one-token step reads: the router and num_experts_used experts.
   size_t weight_bytes_per_token() const;

@@ -39,6 +39,7 @@ class Projection {
     linear_.forward(y, x, m, scratch);
   }
   size_t scratch_bytes(int64_t m) const { return linear_.scratch_bytes(m); }
+  bool uses_onednn(int64_t m) const { return linear_.uses_onednn(m); }
 
   int64_t n_out() const { return linear_.n_out(); }
   int64_t n_in() const { return linear_.n_in(); }

@@ -10,13 +10,13 @@
 #include "kernels/avx2/vec_math.h"
 #include "kernels/quant_types.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::avx2 {
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
-#pragma omp parallel for schedule(static) if (n_rows > 1 && n_rows * dim >= kMinParallelElems)
-  for (int64_t r = 0; r < n_rows; ++r) {
+  threads::parallel_for(n_rows, n_rows > 1 && n_rows * dim >= kMinParallelElems, [&](int64_t r) {
     const float* xr = x + r * dim;  // (dim)
     float* outr = out + r * dim;    // (dim), may be xr
     // Four accumulators hide the FMA latency (4 cycles, 2 ports).
@@ -45,7 +45,7 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, i
       const __m256 v = _mm256_mul_ps(load_f32(xr + i, dim - i), inv);
       store_f32(outr + i, _mm256_mul_ps(v, load_f32(weight + i, dim - i)), dim - i);
     }
-  }
+  });
 }
 
 namespace {
@@ -53,8 +53,8 @@ namespace {
 // out[i] = f(gate[i]) * up[i] over 8-lane chunks, the last one masked.
 template <class F>
 void gated(float* out, const float* gate, const float* up, int64_t n, const F& f) {
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElems)
-  for (int64_t i = 0; i < n; i += 8) {
+  threads::parallel_for((n + 7) / 8, n >= kMinParallelElems, [&](int64_t vec) {
+    const int64_t i = vec * 8;
     if (i + 8 <= n) {
       _mm256_storeu_ps(out + i,
                        _mm256_mul_ps(f(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
@@ -62,7 +62,7 @@ void gated(float* out, const float* gate, const float* up, int64_t n, const F& f
       store_f32(out + i, _mm256_mul_ps(f(load_f32(gate + i, n - i)), load_f32(up + i, n - i)),
                 n - i);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -86,14 +86,14 @@ void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n) {
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= 4 * kMinParallelElems)
-  for (int64_t i = 0; i < n; i += 8) {
+  threads::parallel_for((n + 7) / 8, n >= 4 * kMinParallelElems, [&](int64_t vec) {
+    const int64_t i = vec * 8;
     if (i + 8 <= n) {
       _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     } else {
       store_f32(x + i, _mm256_add_ps(load_f32(x + i, n - i), load_f32(y + i, n - i)), n - i);
     }
-  }
+  });
 }
 
 namespace {
@@ -157,11 +157,11 @@ void store_row(void* dst, const float* src, int64_t n, KvType type) {
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids) {
   const size_t row_bytes = weight_row_bytes(type, dim);
-#pragma omp parallel for schedule(static) if (num_ids > 1 && num_ids * dim >= 4 * kMinParallelElems)
-  for (int64_t t = 0; t < num_ids; ++t) {
+  const bool parallel = num_ids * dim >= 4 * kMinParallelElems;
+  threads::parallel_for(num_ids, parallel, [&](int64_t t) {
     const auto* row = static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[t]) * row_bytes;
     dequantize_row(out + t * dim, row, type, dim);
-  }
+  });
 }
 
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
@@ -169,10 +169,10 @@ void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
                        int64_t block_size, KvType type) {
   const size_t elem = kv_type_size(type);
-#pragma omp parallel for schedule(static) if (num_tokens * num_kv_heads * head_dim >= 4 * kMinParallelElems)
-  for (int64_t t = 0; t < num_tokens; ++t) {
+  const bool parallel = num_tokens * num_kv_heads * head_dim >= 4 * kMinParallelElems;
+  threads::parallel_for(num_tokens, parallel, [&](int64_t t) {
     const int64_t slot = slot_mapping[t];
-    if (slot < 0) continue;  // padding token
+    if (slot < 0) return;  // padding token
     const int64_t block_id = slot / block_size;
     const int64_t offset = slot % block_size;
     for (int64_t h = 0; h < num_kv_heads; ++h) {
@@ -182,7 +182,7 @@ void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t
       store_row(static_cast<uint8_t*>(v_cache) + dst * elem, v + t * v_stride + h * head_dim,
                 head_dim, type);
     }
-  }
+  });
 }
 
 }  // namespace vellum::kernels::avx2

@@ -15,6 +15,7 @@
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/vec_math.h"
 #include "kernels/matmul.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::avx2 {
 namespace {
@@ -144,23 +145,24 @@ void run_gemm(int64_t m, int64_t n_out, const Kernel& kernel) {
   // Tiles of 1-2 rows sum each row in another order than tiles of 3-4 (two FMA chains per
   // column, not one); batch-invariant mode keeps every row on the 1-2 row order.
   const int64_t rows_per_tile = batch_invariant() ? 2 : kRowsPerTile;
-#pragma omp parallel
-  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
-    const int64_t m_end = std::min(m, mb + kRowBlock);
-#pragma omp for schedule(static)
-    for (int64_t jt = 0; jt < num_col_tiles; ++jt) {
-      const int64_t j0 = jt * kColsPerTile;
-      const int num_cols = static_cast<int>(std::min<int64_t>(kColsPerTile, n_out - j0));
-      for (int64_t r0 = mb; r0 < m_end; r0 += rows_per_tile) {
-        switch (std::min<int64_t>(rows_per_tile, m_end - r0)) {
-          case 1: kernel.template tile<1>(r0, j0, num_cols); break;
-          case 2: kernel.template tile<2>(r0, j0, num_cols); break;
-          case 3: kernel.template tile<3>(r0, j0, num_cols); break;
-          default: kernel.template tile<4>(r0, j0, num_cols); break;
+  threads::parallel([&](int thread, int num_threads) {
+    const auto [jt_begin, jt_end] = threads::static_range(num_col_tiles, thread, num_threads);
+    for (int64_t mb = 0; mb < m; mb += kRowBlock) {
+      const int64_t m_end = std::min(m, mb + kRowBlock);
+      for (int64_t jt = jt_begin; jt < jt_end; ++jt) {
+        const int64_t j0 = jt * kColsPerTile;
+        const int num_cols = static_cast<int>(std::min<int64_t>(kColsPerTile, n_out - j0));
+        for (int64_t r0 = mb; r0 < m_end; r0 += rows_per_tile) {
+          switch (std::min<int64_t>(rows_per_tile, m_end - r0)) {
+            case 1: kernel.template tile<1>(r0, j0, num_cols); break;
+            case 2: kernel.template tile<2>(r0, j0, num_cols); break;
+            case 3: kernel.template tile<3>(r0, j0, num_cols); break;
+            default: kernel.template tile<4>(r0, j0, num_cols); break;
+          }
         }
       }
     }
-  }
+  });
 }
 
 template <class Load>

@@ -16,6 +16,7 @@
 
 #include "kernels/avx2/avx2_quant.h"
 #include "kernels/quant_types.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::avx2 {
 namespace {
@@ -228,18 +229,19 @@ template <class Tile, int kR, int kP>
 void run_tiles(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t m) {
   constexpr int64_t kTileCols = kP * kQ8Panel;
   const int64_t num_tiles = (w.n_out + kTileCols - 1) / kTileCols;
-#pragma omp parallel
-  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
-    const int64_t m_end = std::min(m, mb + kRowBlock);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < num_tiles; ++t) {
-      const int64_t j0 = t * kTileCols;
-      const int num_cols = static_cast<int>(std::min(kTileCols, w.n_out - j0));
-      for (int64_t r0 = mb; r0 < m_end; r0 += kR) {
-        tile_rows<Tile, kR, kP>(y, xq, w, m_end - r0, r0, j0, num_cols);
+  threads::parallel([&](int thread, int num_threads) {
+    const auto [t_begin, t_end] = threads::static_range(num_tiles, thread, num_threads);
+    for (int64_t mb = 0; mb < m; mb += kRowBlock) {
+      const int64_t m_end = std::min(m, mb + kRowBlock);
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        const int64_t j0 = t * kTileCols;
+        const int num_cols = static_cast<int>(std::min(kTileCols, w.n_out - j0));
+        for (int64_t r0 = mb; r0 < m_end; r0 += kR) {
+          tile_rows<Tile, kR, kP>(y, xq, w, m_end - r0, r0, j0, num_cols);
+        }
       }
     }
-  }
+  });
 }
 
 // Moves bit `bit` of every byte to bit 4 (other bits: garbage to be masked off).
@@ -590,8 +592,8 @@ void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights
                 void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
   const int64_t group = detail::activation_group(w.type);
-#pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, group);
+  threads::parallel_for(m, m >= 16,
+                        [&](int64_t r) { quantize_row(xq, r, x + r * w.n_in, group); });
   if (m == 1) {
     run_tiles<Tile, 1, Tile::kDecodePanels>(y, xq, w, m);
   } else {

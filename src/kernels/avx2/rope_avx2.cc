@@ -11,6 +11,7 @@
 
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/vec_math.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::avx2 {
 namespace {
@@ -33,8 +34,7 @@ void rope(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
           int64_t head_dim, int64_t rot_dim, const int32_t* positions, const float* inv_freq) {
   const int64_t half = rot_dim / 2;
   const bool parallel = num_tokens > 1 && num_tokens * num_heads * rot_dim >= kMinParallelElems;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < num_tokens; ++t) {
+  threads::parallel_for(num_tokens, parallel, [&](int64_t t) {
     float* xt = x + t * token_stride;  // (num_heads, head_dim)
     const auto position = static_cast<float>(positions[t]);
     for (int64_t i0 = 0; i0 < half; i0 += kPairsPerChunk) {
@@ -82,7 +82,7 @@ void rope(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "kernels/attention_plan.h"
+#include "kernels/threads.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/vec_math.h"
 
@@ -509,20 +510,19 @@ void combine_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& t
 
 template <class Kv>
 void run(const Inputs& in, const Plan& plan) {
-#pragma omp parallel
-  {
-    Tiles tiles;
-    if (!plan.split()) {
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t idx = 0; idx < plan.num_items(); ++idx) run_item<Kv>(in, plan, idx, tiles);
-    } else {
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t u = 0; u < plan.num_units(); ++u) run_unit<Kv>(in, plan, u, tiles);
-      // (the implicit barrier: every partial is stored)
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t idx = 0; idx < plan.num_items(); ++idx) combine_item(in, plan, idx, tiles);
-    }
+  if (!plan.split()) {
+    threads::parallel_for_dynamic<Tiles>(plan.num_items(), [&](int64_t idx, Tiles& tiles) {
+      run_item<Kv>(in, plan, idx, tiles);
+    });
+    return;
   }
+  threads::parallel_for_dynamic<Tiles>(plan.num_units(), [&](int64_t u, Tiles& tiles) {
+    run_unit<Kv>(in, plan, u, tiles);
+  });
+  // Every partial is stored: merge them.
+  threads::parallel_for_dynamic<Tiles>(plan.num_items(), [&](int64_t idx, Tiles& tiles) {
+    combine_item(in, plan, idx, tiles);
+  });
 }
 
 }  // namespace

@@ -6,13 +6,13 @@
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/vec_math.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::avx512 {
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
-#pragma omp parallel for schedule(static) if (n_rows > 1 && n_rows * dim >= kMinParallelElems)
-  for (int64_t r = 0; r < n_rows; ++r) {
+  threads::parallel_for(n_rows, n_rows > 1 && n_rows * dim >= kMinParallelElems, [&](int64_t r) {
     const float* xr = x + r * dim;
     float* outr = out + r * dim;
     // Two accumulators hide the FMA latency; sums of squares of hidden states fit f32 well.
@@ -37,25 +37,25 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, i
       const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), inv);
       _mm512_mask_storeu_ps(outr + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i)));
     }
-  }
+  });
 }
 
 void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElems)
-  for (int64_t i = 0; i < n; i += 16) {
+  threads::parallel_for((n + 15) / 16, n >= kMinParallelElems, [&](int64_t vec) {
+    const int64_t i = vec * 16;
     const __mmask16 m = tail_mask(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
     const __m512 u = _mm512_maskz_loadu_ps(m, up + i);
     const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
     const __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, u));
-  }
+  });
 }
 
 // 0.5 g (1 + tanh(u)) = g · sigmoid(2u): one exp and no cancellation for negative g.
 void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElems)
-  for (int64_t i = 0; i < n; i += 16) {
+  threads::parallel_for((n + 15) / 16, n >= kMinParallelElems, [&](int64_t vec) {
+    const int64_t i = vec * 16;
     const __mmask16 m = tail_mask(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
     const __m512 u = _mm512_maskz_loadu_ps(m, up + i);
@@ -65,24 +65,24 @@ void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n) {
     const __m512 e = exp_ps(_mm512_mul_ps(_mm512_set1_ps(-2.0f), arg));
     const __m512 gelu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(gelu, u));
-  }
+  });
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= 4 * kMinParallelElems)
-  for (int64_t i = 0; i < n; i += 16) {
+  threads::parallel_for((n + 15) / 16, n >= 4 * kMinParallelElems, [&](int64_t vec) {
+    const int64_t i = vec * 16;
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(
         x + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
-  }
+  });
 }
 
 void convert_f32_to_bf16(uint16_t* out, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 18))
-  for (int64_t i = 0; i < n; i += 16) {
+  threads::parallel_for((n + 15) / 16, n >= (int64_t{1} << 18), [&](int64_t vec) {
+    const int64_t i = vec * 16;
     const __mmask16 m = tail_mask(n - i);
     _mm256_mask_storeu_epi16(out + i, m, to_bf16(_mm512_maskz_loadu_ps(m, x + i)));
-  }
+  });
 }
 
 namespace {
@@ -143,11 +143,11 @@ void store_row(void* dst, const float* src, int64_t n, KvType type) {
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids) {
   const size_t row_bytes = weight_row_bytes(type, dim);
-#pragma omp parallel for schedule(static) if (num_ids > 1 && num_ids * dim >= 4 * kMinParallelElems)
-  for (int64_t t = 0; t < num_ids; ++t) {
+  const bool parallel = num_ids * dim >= 4 * kMinParallelElems;
+  threads::parallel_for(num_ids, parallel, [&](int64_t t) {
     const auto* row = static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[t]) * row_bytes;
     dequantize_row(out + t * dim, row, type, dim);
-  }
+  });
 }
 
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
@@ -155,10 +155,10 @@ void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
                        int64_t block_size, KvType type) {
   const size_t elem = kv_type_size(type);
-#pragma omp parallel for schedule(static) if (num_tokens * num_kv_heads * head_dim >= 4 * kMinParallelElems)
-  for (int64_t t = 0; t < num_tokens; ++t) {
+  const bool parallel = num_tokens * num_kv_heads * head_dim >= 4 * kMinParallelElems;
+  threads::parallel_for(num_tokens, parallel, [&](int64_t t) {
     const int64_t slot = slot_mapping[t];
-    if (slot < 0) continue;
+    if (slot < 0) return;
     const int64_t block_id = slot / block_size;
     const int64_t offset = slot % block_size;
     for (int64_t h = 0; h < num_kv_heads; ++h) {
@@ -168,7 +168,7 @@ void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t
       store_row(static_cast<uint8_t*>(v_cache) + dst * elem, v + t * v_stride + h * head_dim,
                 head_dim, type);
     }
-  }
+  });
 }
 
 }  // namespace vellum::kernels::avx512

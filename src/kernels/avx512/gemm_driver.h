@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/threads.h"
+
 namespace vellum::kernels::avx512 {
 
 inline constexpr int kColsPerTile = 4;
@@ -39,18 +41,19 @@ template <int Cols = kColsPerTile, int Rows = kRowsPerTile, int64_t RowBlock = k
           class Kernel>
 void run_gemm(int64_t m, int64_t n_out, const Kernel& kernel) {
   const int64_t num_col_tiles = (n_out + Cols - 1) / Cols;
-#pragma omp parallel
-  for (int64_t mb = 0; mb < m; mb += RowBlock) {
-    const int64_t m_end = std::min(m, mb + RowBlock);
-#pragma omp for schedule(static)
-    for (int64_t jt = 0; jt < num_col_tiles; ++jt) {
-      const int64_t j0 = jt * Cols;
-      const int num_cols = static_cast<int>(std::min<int64_t>(Cols, n_out - j0));
-      for (int64_t r0 = mb; r0 < m_end; r0 += Rows) {
-        tile_rows<Rows>(kernel, m_end - r0, r0, j0, num_cols);
+  threads::parallel([&](int thread, int num_threads) {
+    const auto [jt_begin, jt_end] = threads::static_range(num_col_tiles, thread, num_threads);
+    for (int64_t mb = 0; mb < m; mb += RowBlock) {
+      const int64_t m_end = std::min(m, mb + RowBlock);
+      for (int64_t jt = jt_begin; jt < jt_end; ++jt) {
+        const int64_t j0 = jt * Cols;
+        const int num_cols = static_cast<int>(std::min<int64_t>(Cols, n_out - j0));
+        for (int64_t r0 = mb; r0 < m_end; r0 += Rows) {
+          tile_rows<Rows>(kernel, m_end - r0, r0, j0, num_cols);
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace vellum::kernels::avx512

@@ -25,6 +25,7 @@
 #include "kernels/avx512/gemm_driver.h"
 #include "kernels/avx512/vec_math.h"
 #include "kernels/quant_types.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::avx512 {
 namespace {
@@ -72,8 +73,8 @@ Q8Activations quantize_rows(const float* x, int64_t m, const detail::PackedWeigh
                             void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
   const int64_t group = detail::activation_group(w.type);
-#pragma omp parallel for schedule(static) if (m >= 16)
-  for (int64_t r = 0; r < m; ++r) quantize_row(xq, r, x + r * w.n_in, group);
+  threads::parallel_for(m, m >= 16,
+                        [&](int64_t r) { quantize_row(xq, r, x + r * w.n_in, group); });
   return xq;
 }
 

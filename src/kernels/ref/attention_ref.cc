@@ -4,6 +4,7 @@
 
 #include "common/half.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/threads.h"
 
 namespace vellum::kernels::ref {
 namespace {
@@ -34,9 +35,11 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
 
   // Two passes over the keys (max, then exp-sum and weighted values) so that no score buffer is
   // needed: the reference trades 2x the dot products for needing no workspace.
-#pragma omp parallel for collapse(2) schedule(dynamic, 4)
-  for (int64_t tok = 0; tok < num_tokens; ++tok) {
-    for (int64_t h = 0; h < p.num_heads; ++h) {
+  struct NoState {};
+  threads::parallel_for_dynamic<NoState>(num_tokens * p.num_heads, [&](int64_t idx, NoState&) {
+    const int64_t tok = idx / p.num_heads;
+    const int64_t h = idx % p.num_heads;
+    {
       int64_t s = 0;
       while (query_start_loc[s + 1] <= tok) ++s;
       const int64_t q_len = query_start_loc[s + 1] - query_start_loc[s];
@@ -69,7 +72,7 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
       }
       for (int64_t d = 0; d < p.head_dim; ++d) oh[d] /= sum;
     }
-  }
+  });
 }
 
 }  // namespace vellum::kernels::ref
