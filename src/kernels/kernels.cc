@@ -55,6 +55,12 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, i
   pick(avx512::rms_norm, avx2::rms_norm, ref::rms_norm)(out, x, weight, n_rows, dim, eps);
 }
 
+void add_rms_norm(float* x, const float* delta, float* out, const float* weight, int64_t n_rows,
+                  int64_t dim, float eps) {
+  pick(avx512::add_rms_norm, avx2::add_rms_norm, ref::add_rms_norm)(x, delta, out, weight, n_rows,
+                                                                     dim, eps);
+}
+
 void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
   pick(avx512::silu_mul, avx2::silu_mul, ref::silu_mul)(out, gate, up, n);
 }

@@ -40,6 +40,12 @@ int64_t weight_block_elems(WeightType type);
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps);
 
+// The residual add and the next norm in one pass per row (the row stays in cache):
+// x += delta, then out = rms_norm(x) (as rms_norm; out may alias x or delta). Bitwise the same
+// as add_inplace then rms_norm.
+void add_rms_norm(float* x, const float* delta, float* out, const float* weight, int64_t n_rows,
+                  int64_t dim, float eps);
+
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
 void silu_mul(float* out, const float* gate, const float* up, int64_t n);
 

@@ -482,14 +482,16 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
   }
   Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tp : nullptr;
 
+  // h: the next layer's normed input. Each layer's last residual add and the next layer's first
+  // norm run as one pass (add_rms_norm).
+  if (layer_range_.count > 0) {
+    profile::Scope timed(Phase::kElementwise);
+    kernels::rms_norm(h, x, layers_.front().attn_norm.data(), num_tokens, hidden, eps);
+  }
   // l: the layer's index in this stage (its KV pools); layer_range_.begin + l in the model.
   for (int64_t l = 0; l < layer_range_.count; ++l) {
     DecoderLayer& layer = layers_[static_cast<size_t>(l)];
     // Attention block.
-    {
-      profile::Scope timed(Phase::kElementwise);
-      kernels::rms_norm(h, x, layer.attn_norm.data(), num_tokens, hidden, eps);
-    }
     {
       profile::Scope timed(Phase::kGemmAttention);
       layer.qkv.forward(qkv, h, num_tokens, scratch);
@@ -511,9 +513,8 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
       const float* inv_freq = layer.sliding ? inv_freq_sliding_.data() : inv_freq_.data();
       const auto rope = spec.rope_style == RopeStyle::kNeox ? &kernels::rope_neox_inplace
                                                              : &kernels::rope_inplace;
-      rope(q, qkv_width, num_tokens, num_heads, head_dim, config_.rope_dim,
-           batch.positions.data(), inv_freq);
-      rope(k, qkv_width, num_tokens, num_kv_heads, head_dim, config_.rope_dim,
+      // k's heads follow q's in each token's row: one call rotates both.
+      rope(q, qkv_width, num_tokens, num_heads + num_kv_heads, head_dim, config_.rope_dim,
            batch.positions.data(), inv_freq);
     }
     {
@@ -545,9 +546,8 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
       if (!layer.post_attn_norm.empty()) {
         kernels::rms_norm(h, h, layer.post_attn_norm.data(), num_tokens, hidden, eps);
       }
-      kernels::add_inplace(x, h, num_tokens * hidden);
-      // Feed-forward block.
-      kernels::rms_norm(h, x, layer.ffn_norm.data(), num_tokens, hidden, eps);
+      // The residual add, then the feed-forward block's norm.
+      kernels::add_rms_norm(x, h, h, layer.ffn_norm.data(), num_tokens, hidden, eps);
     }
     feed_forward(layer, ffn_out, h, num_tokens, scratch);
     if (tp != nullptr) {
@@ -558,7 +558,12 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
     if (!layer.post_ffn_norm.empty()) {
       kernels::rms_norm(ffn_out, ffn_out, layer.post_ffn_norm.data(), num_tokens, hidden, eps);
     }
-    kernels::add_inplace(x, ffn_out, num_tokens * hidden);
+    if (l + 1 < layer_range_.count) {
+      const std::vector<float>& next_norm = layers_[static_cast<size_t>(l + 1)].attn_norm;
+      kernels::add_rms_norm(x, ffn_out, h, next_norm.data(), num_tokens, hidden, eps);
+    } else {
+      kernels::add_inplace(x, ffn_out, num_tokens * hidden);
+    }
   }
 
   if (pp_rank < pp_size - 1) {

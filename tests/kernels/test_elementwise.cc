@@ -1,6 +1,6 @@
-// rms_norm, silu_mul, gelu_tanh_mul, add_inplace, get_rows, rope (normal and NEOX): every ISA
-// against the scalar reference, sizes 1..67 (every vector tail), misaligned starts, and sizes
-// large enough to take the OpenMP path.
+// rms_norm, add_rms_norm, silu_mul, gelu_tanh_mul, add_inplace, get_rows, rope (normal and
+// NEOX): every ISA against the scalar reference, sizes 1..67 (every vector tail), misaligned
+// starts, and sizes large enough to take the threaded path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +41,45 @@ TEST(Elementwise, RmsNormMatchesReference) {
       rms_norm(inplace.data(), inplace.data(), w.data(), n_rows, dim, 1e-5f);
       EXPECT_LT(nmse(inplace.data(), expected.data(), x.size()), kF32Tolerance)
           << "in place, isa=" << cpu::isa_name(isa) << " dim=" << dim;
+    }
+  }
+}
+
+// The fused residual add + norm equals add_inplace then rms_norm bit for bit on each ISA, with
+// the output in its own buffer or over the delta; many rows take the threaded path.
+TEST(Elementwise, AddRmsNormEqualsAddThenNorm) {
+  for (cpu::Isa isa : testing::isas_to_test()) {
+    IsaScope scope(isa);
+    for (int64_t dim : {1, 15, 16, 17, 33, 67, 2048}) {
+      for (int64_t n_rows : {1, 3, 64}) {
+        const size_t n = static_cast<size_t>(n_rows * dim);
+        const size_t offset = static_cast<size_t>(dim % 16);
+        const uint32_t seed = static_cast<uint32_t>(dim * 7 + n_rows);
+        const auto x = random_floats(n_rows * dim, seed, -3.0f, 3.0f);
+        const auto delta = random_floats(n_rows * dim, seed + 1, -3.0f, 3.0f);
+        const auto w = random_floats(dim, seed + 2);
+        std::vector<float> x_expected = x;
+        std::vector<float> expected(n);
+        add_inplace(x_expected.data(), delta.data(), n_rows * dim);
+        rms_norm(expected.data(), x_expected.data(), w.data(), n_rows, dim, 1e-5f);
+
+        OffsetBuffer x_fused(n, offset);
+        OffsetBuffer out(n, offset);
+        std::copy(x.begin(), x.end(), x_fused.data());
+        add_rms_norm(x_fused.data(), delta.data(), out.data(), w.data(), n_rows, dim, 1e-5f);
+        OffsetBuffer x_aliased(n, offset);
+        OffsetBuffer delta_out(n, offset);  // the output written over the delta
+        std::copy(x.begin(), x.end(), x_aliased.data());
+        std::copy(delta.begin(), delta.end(), delta_out.data());
+        add_rms_norm(x_aliased.data(), delta_out.data(), delta_out.data(), w.data(), n_rows, dim,
+                     1e-5f);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(x_fused.data()[i], x_expected[i]) << cpu::isa_name(isa) << " dim=" << dim;
+          ASSERT_EQ(out.data()[i], expected[i]) << cpu::isa_name(isa) << " dim=" << dim;
+          ASSERT_EQ(x_aliased.data()[i], x_expected[i]) << cpu::isa_name(isa) << " dim=" << dim;
+          ASSERT_EQ(delta_out.data()[i], expected[i]) << cpu::isa_name(isa) << " dim=" << dim;
+        }
+      }
     }
   }
 }

@@ -14,37 +14,56 @@
 
 namespace vellum::kernels::avx2 {
 
+namespace {
+
+// One row of rms_norm: outr (may be xr) = xr / rms(xr) * weight.
+void rms_norm_row(float* outr, const float* xr, const float* weight, int64_t dim, float eps) {
+  // Four accumulators hide the FMA latency (4 cycles, 2 ports).
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= dim; i += 32) {
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const __m256 a = _mm256_loadu_ps(xr + i + 8 * u);
+      acc[u] = _mm256_fmadd_ps(a, a, acc[u]);
+    }
+  }
+  for (; i < dim; i += 8) {
+    const __m256 a = load_f32(xr + i, dim - i);
+    acc[0] = _mm256_fmadd_ps(a, a, acc[0]);
+  }
+  const float ss =
+      reduce_add(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  const __m256 inv = _mm256_set1_ps(1.0f / std::sqrt(ss / static_cast<float>(dim) + eps));
+  for (i = 0; i + 8 <= dim; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + i), inv);
+    _mm256_storeu_ps(outr + i, _mm256_mul_ps(v, _mm256_loadu_ps(weight + i)));
+  }
+  if (i < dim) {
+    const __m256 v = _mm256_mul_ps(load_f32(xr + i, dim - i), inv);
+    store_f32(outr + i, _mm256_mul_ps(v, load_f32(weight + i, dim - i)), dim - i);
+  }
+}
+
+}  // namespace
+
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
   threads::parallel_for(n_rows, n_rows > 1 && n_rows * dim >= kMinParallelElems, [&](int64_t r) {
-    const float* xr = x + r * dim;  // (dim)
-    float* outr = out + r * dim;    // (dim), may be xr
-    // Four accumulators hide the FMA latency (4 cycles, 2 ports).
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= dim; i += 32) {
-#pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) {
-        const __m256 a = _mm256_loadu_ps(xr + i + 8 * u);
-        acc[u] = _mm256_fmadd_ps(a, a, acc[u]);
-      }
-    }
-    for (; i < dim; i += 8) {
-      const __m256 a = load_f32(xr + i, dim - i);
-      acc[0] = _mm256_fmadd_ps(a, a, acc[0]);
-    }
-    const float ss =
-        reduce_add(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    const __m256 inv = _mm256_set1_ps(1.0f / std::sqrt(ss / static_cast<float>(dim) + eps));
-    for (i = 0; i + 8 <= dim; i += 8) {
-      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + i), inv);
-      _mm256_storeu_ps(outr + i, _mm256_mul_ps(v, _mm256_loadu_ps(weight + i)));
-    }
-    if (i < dim) {
-      const __m256 v = _mm256_mul_ps(load_f32(xr + i, dim - i), inv);
-      store_f32(outr + i, _mm256_mul_ps(v, load_f32(weight + i, dim - i)), dim - i);
-    }
+    rms_norm_row(out + r * dim, x + r * dim, weight, dim, eps);
+  });
+}
+
+// Each row's sum and norm while the row is in L1; an add is exact per element, so this equals
+// add_inplace then rms_norm bit for bit.
+void add_rms_norm(float* x, const float* delta, float* out, const float* weight, int64_t n_rows,
+                  int64_t dim, float eps) {
+  threads::parallel_for(n_rows, n_rows > 1 && n_rows * dim >= kMinParallelElems, [&](int64_t r) {
+    float* xr = x + r * dim;
+    const float* dr = delta + r * dim;
+    for (int64_t i = 0; i < dim; ++i) xr[i] += dr[i];
+    rms_norm_row(out + r * dim, xr, weight, dim, eps);
   });
 }
 

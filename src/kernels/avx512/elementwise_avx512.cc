@@ -10,33 +10,52 @@
 
 namespace vellum::kernels::avx512 {
 
+namespace {
+
+// One row of rms_norm: outr (may be xr) = xr / rms(xr) * weight.
+void rms_norm_row(float* outr, const float* xr, const float* weight, int64_t dim, float eps) {
+  // Two accumulators hide the FMA latency; sums of squares of hidden states fit f32 well.
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= dim; i += 32) {
+    const __m512 a = _mm512_loadu_ps(xr + i);
+    const __m512 b = _mm512_loadu_ps(xr + i + 16);
+    acc0 = _mm512_fmadd_ps(a, a, acc0);
+    acc1 = _mm512_fmadd_ps(b, b, acc1);
+  }
+  for (; i < dim; i += 16) {
+    const __m512 a = _mm512_maskz_loadu_ps(tail_mask(dim - i), xr + i);
+    acc0 = _mm512_fmadd_ps(a, a, acc0);
+  }
+  const float ss = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  const __m512 inv =
+      _mm512_set1_ps(1.0f / std::sqrt(ss / static_cast<float>(dim) + eps));
+  for (i = 0; i < dim; i += 16) {
+    const __mmask16 m = tail_mask(dim - i);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), inv);
+    _mm512_mask_storeu_ps(outr + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i)));
+  }
+}
+
+}  // namespace
+
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps) {
   threads::parallel_for(n_rows, n_rows > 1 && n_rows * dim >= kMinParallelElems, [&](int64_t r) {
-    const float* xr = x + r * dim;
-    float* outr = out + r * dim;
-    // Two accumulators hide the FMA latency; sums of squares of hidden states fit f32 well.
-    __m512 acc0 = _mm512_setzero_ps();
-    __m512 acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= dim; i += 32) {
-      const __m512 a = _mm512_loadu_ps(xr + i);
-      const __m512 b = _mm512_loadu_ps(xr + i + 16);
-      acc0 = _mm512_fmadd_ps(a, a, acc0);
-      acc1 = _mm512_fmadd_ps(b, b, acc1);
-    }
-    for (; i < dim; i += 16) {
-      const __m512 a = _mm512_maskz_loadu_ps(tail_mask(dim - i), xr + i);
-      acc0 = _mm512_fmadd_ps(a, a, acc0);
-    }
-    const float ss = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    const __m512 inv =
-        _mm512_set1_ps(1.0f / std::sqrt(ss / static_cast<float>(dim) + eps));
-    for (i = 0; i < dim; i += 16) {
-      const __mmask16 m = tail_mask(dim - i);
-      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), inv);
-      _mm512_mask_storeu_ps(outr + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i)));
-    }
+    rms_norm_row(out + r * dim, x + r * dim, weight, dim, eps);
+  });
+}
+
+// Each row's sum and norm while the row is in L1; an add is exact per element, so this equals
+// add_inplace then rms_norm bit for bit.
+void add_rms_norm(float* x, const float* delta, float* out, const float* weight, int64_t n_rows,
+                  int64_t dim, float eps) {
+  threads::parallel_for(n_rows, n_rows > 1 && n_rows * dim >= kMinParallelElems, [&](int64_t r) {
+    float* xr = x + r * dim;
+    const float* dr = delta + r * dim;
+    for (int64_t i = 0; i < dim; ++i) xr[i] += dr[i];
+    rms_norm_row(out + r * dim, xr, weight, dim, eps);
   });
 }
 

@@ -18,6 +18,12 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, i
   }
 }
 
+void add_rms_norm(float* x, const float* delta, float* out, const float* weight, int64_t n_rows,
+                  int64_t dim, float eps) {
+  add_inplace(x, delta, n_rows * dim);
+  rms_norm(out, x, weight, n_rows, dim, eps);
+}
+
 void silu_mul(float* out, const float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

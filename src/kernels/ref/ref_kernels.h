@@ -10,6 +10,8 @@ namespace vellum::kernels::ref {
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps);
+void add_rms_norm(float* x, const float* delta, float* out, const float* weight, int64_t n_rows,
+                  int64_t dim, float eps);
 void silu_mul(float* out, const float* gate, const float* up, int64_t n);
 void gelu_tanh_mul(float* out, const float* gate, const float* up, int64_t n);
 void add_inplace(float* x, const float* y, int64_t n);
