@@ -5,8 +5,6 @@
 
 #include <exception>
 
-#include "common/check.h"
-
 namespace vellum::kernels::threads {
 namespace {
 
@@ -43,27 +41,35 @@ struct Team {
     pending.store(size - 1, std::memory_order_relaxed);
     epoch.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers.load(std::memory_order_seq_cst) > 0) epoch.notify_all();
+    std::exception_ptr error;
     if (!stop) {
       // Thread 0's share runs like a worker's: a parallel() call inside it runs inline.
       t_team = nullptr;
-      b(c, 0, size);
+      try {
+        b(c, 0, size);
+      } catch (...) {
+        error = std::current_exception();  // rethrown once the workers are done with `c`
+      }
       t_team = this;
     }
-    for (int spins = 0; pending.load(std::memory_order_acquire) != 0; ++spins) {
+    for (int spins = 0; pending.load(std::memory_order_acquire) != 0;) {
       if (spins < kSpins) {
+        ++spins;
         cpu_relax();
       } else {
         sched_yield();
       }
     }
+    if (error) std::rethrow_exception(error);
   }
 
   // Returns the epoch after `seen`.
   uint32_t await(uint32_t seen) {
-    for (int spins = 0;; ++spins) {
+    for (int spins = 0;;) {
       const uint32_t now = epoch.load(std::memory_order_acquire);
       if (now != seen) return now;
       if (spins < kSpins) {
+        ++spins;
         cpu_relax();
         continue;
       }
@@ -100,7 +106,8 @@ void run_parallel(Body body, void* context) {
     team->dispatch(body, context);
     return;
   }
-  if (omp_in_parallel()) {  // a team's worker or another region's thread: no nesting
+  // A team's worker or another region's thread (no nesting), or one thread: no region.
+  if (omp_in_parallel() || omp_get_max_threads() < 2) {
     body(context, 0, 1);
     return;
   }

@@ -41,7 +41,8 @@ void run_as_team(Body body, void* context);
 }  // namespace detail
 
 // Runs fn(thread, num_threads) on each of num_threads threads (the caller is thread 0) and
-// returns when every one has finished. fn must not throw.
+// returns when every one has finished. fn must not throw on the other threads (as in an OpenMP
+// region); in a team, an exception from thread 0's share is rethrown after the others finished.
 template <class F>
 void parallel(F&& fn) {
   using Fn = std::remove_reference_t<F>;

@@ -154,6 +154,21 @@ TEST(Threads, AnExceptionLeavesTheTeamStoppedAndPropagates) {
                }),
                std::runtime_error);
   EXPECT_FALSE(threads::in_team());
+  // From thread 0's share of a hand-off: rethrown only after the other threads finished theirs
+  // (their captures live in the frame the exception unwinds). Outside a team of 2+ threads an
+  // exception inside a parallel region ends the process, as OpenMP does.
+  if (omp_get_max_threads() < 2) return;
+  std::atomic<int> finished{0};
+  EXPECT_THROW(threads::run_as_team([&] {
+                 threads::parallel([&](int thread, int) {
+                   if (thread == 0) throw std::runtime_error("share");
+                   std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                   finished.fetch_add(1);
+                 });
+               }),
+               std::runtime_error);
+  EXPECT_EQ(finished.load(), omp_get_max_threads() - 1);
+  EXPECT_FALSE(threads::in_team());
   // The next team starts from scratch.
   std::atomic<int> runs{0};
   threads::run_as_team([&] { threads::parallel([&](int, int) { runs.fetch_add(1); }); });
