@@ -39,39 +39,37 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
   threads::parallel_for_dynamic<NoState>(num_tokens * p.num_heads, [&](int64_t idx, NoState&) {
     const int64_t tok = idx / p.num_heads;
     const int64_t h = idx % p.num_heads;
-    {
-      int64_t s = 0;
-      while (query_start_loc[s + 1] <= tok) ++s;
-      const int64_t q_len = query_start_loc[s + 1] - query_start_loc[s];
-      const int64_t pos = seq_lens[s] - q_len + (tok - query_start_loc[s]);
-      const int32_t* table = block_tables + s * p.max_blocks_per_seq;
-      const int64_t kv_h = h / group;
-      const float* qh = q + tok * q_stride + h * p.head_dim;  // (head_dim)
-      auto score = [&](int64_t t) {
-        const int64_t base = row_index(table, kv_h, t);
-        float dot = 0.0f;
-        for (int64_t d = 0; d < p.head_dim; ++d) dot += qh[d] * load_kv(k_cache, base + d, p.kv_type);
-        const float scaled = dot * p.scale;
-        return p.logit_softcap > 0.0f ? p.logit_softcap * std::tanh(scaled / p.logit_softcap)
-                                      : scaled;
-      };
-      const int64_t first = p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1)
-                                                 : 0;
+    int64_t s = 0;
+    while (query_start_loc[s + 1] <= tok) ++s;
+    const int64_t q_len = query_start_loc[s + 1] - query_start_loc[s];
+    const int64_t pos = seq_lens[s] - q_len + (tok - query_start_loc[s]);
+    const int32_t* table = block_tables + s * p.max_blocks_per_seq;
+    const int64_t kv_h = h / group;
+    const float* qh = q + tok * q_stride + h * p.head_dim;  // (head_dim)
+    auto score = [&](int64_t t) {
+      const int64_t base = row_index(table, kv_h, t);
+      float dot = 0.0f;
+      for (int64_t d = 0; d < p.head_dim; ++d) dot += qh[d] * load_kv(k_cache, base + d, p.kv_type);
+      const float scaled = dot * p.scale;
+      return p.logit_softcap > 0.0f ? p.logit_softcap * std::tanh(scaled / p.logit_softcap)
+                                    : scaled;
+    };
+    const int64_t first = p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1)
+                                               : 0;
 
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t t = first; t <= pos; ++t) max_score = std::max(max_score, score(t));
+    float max_score = -std::numeric_limits<float>::infinity();
+    for (int64_t t = first; t <= pos; ++t) max_score = std::max(max_score, score(t));
 
-      float* oh = out + (tok * p.num_heads + h) * p.head_dim;  // (head_dim)
-      for (int64_t d = 0; d < p.head_dim; ++d) oh[d] = 0.0f;
-      float sum = 0.0f;
-      for (int64_t t = first; t <= pos; ++t) {
-        const float weight = std::exp(score(t) - max_score);
-        sum += weight;
-        const int64_t base = row_index(table, kv_h, t);
-        for (int64_t d = 0; d < p.head_dim; ++d) oh[d] += weight * load_kv(v_cache, base + d, p.kv_type);
-      }
-      for (int64_t d = 0; d < p.head_dim; ++d) oh[d] /= sum;
+    float* oh = out + (tok * p.num_heads + h) * p.head_dim;  // (head_dim)
+    for (int64_t d = 0; d < p.head_dim; ++d) oh[d] = 0.0f;
+    float sum = 0.0f;
+    for (int64_t t = first; t <= pos; ++t) {
+      const float weight = std::exp(score(t) - max_score);
+      sum += weight;
+      const int64_t base = row_index(table, kv_h, t);
+      for (int64_t d = 0; d < p.head_dim; ++d) oh[d] += weight * load_kv(v_cache, base + d, p.kv_type);
     }
+    for (int64_t d = 0; d < p.head_dim; ++d) oh[d] /= sum;
   });
 }
 
