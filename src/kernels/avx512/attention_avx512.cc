@@ -21,6 +21,12 @@
 // sequence's first query token is ever read; per tile, rows whose window has not started or has
 // already ended are skipped, and the others mask keys outside [lo_i, p_i].
 // Logit softcap: s = cap · tanh(s / cap) on the scaled scores before the max.
+// bf16 cache on AVX512-BF16 (KvBF16Dot): the products run as VDPBF16PS dot products on the
+// cached bf16 values as they are, with the queries and the probabilities rounded to bf16 (what
+// llama.cpp does with a bf16 cache, and FlashAttention with bf16 inputs); sums, softmax and the
+// accumulators stay f32. No conversion of K or V to f32: about half the instructions per key.
+// P·V pairs two keys per 32-bit lane (their V rows interleaved), so during a partition the
+// accumulators hold the head dims in the interleaved order (see unpermute_acc).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,6 +34,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cpu/isa.h"
 #include "kernels/attention_plan.h"
 #include "kernels/threads.h"
 #include "kernels/avx512/avx512_kernels.h"
@@ -61,6 +68,10 @@ struct Tiles {
   alignas(64) float q[kMaxRows][kMaxD];    // scaled queries
   alignas(64) float k[kKvTile][kMaxD];     // converted keys (f16/bf16 caches)
   alignas(64) float p[kMaxRows][kKvTile];  // scores, then probabilities
+  // KvBF16Dot only: the scaled queries as bf16 (zero past head_dim), and the probabilities as
+  // bf16 pairs (keys 2j and 2j + 1 in lane j).
+  alignas(64) uint16_t qb[kMaxRows][kMaxD];
+  alignas(64) uint32_t pb[kMaxRows][kKvTile / 2];
   RowStates part;                          // the current partition's
   RowStates total;                         // merged over the partitions so far
 };
@@ -78,15 +89,23 @@ struct Inputs {
 // Loads 16 (masked) head-dim values of a cache row as f32.
 struct KvF32 {
   using T = float;
+  static constexpr bool kDot = false;
   static __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
 struct KvF16 {
   using T = uint16_t;
+  static constexpr bool kDot = false;
   static __m512 load(const uint16_t* p, __mmask16 m) { return load_f16(p, m); }
 };
 struct KvBF16 {
   using T = uint16_t;
+  static constexpr bool kDot = false;
   static __m512 load(const uint16_t* p, __mmask16 m) { return load_bf16(p, m); }
+};
+// A bf16 cache read by VDPBF16PS (AVX512-BF16): no load() to f32, see the file comment.
+struct KvBF16Dot {
+  using T = uint16_t;
+  static constexpr bool kDot = true;
 };
 
 // Sums of each of 16 vectors, as one vector (lane t = sum of v[t]): a transpose-and-add tree,
@@ -231,6 +250,163 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
   }
 }
 
+// --- bf16 dot products (KvBF16Dot) ---------------------------------------------------------
+
+// The mask of the 32 bf16 lanes of head-dim chunk c (32 dims) of num_c2: all but in the last.
+__mmask32 chunk_mask32(int64_t c, int64_t num_c2, __mmask32 last_mask) {
+  return c + 1 == num_c2 ? last_mask : __mmask32(0xffffffff);
+}
+
+__m512bh as_bh(__m512i x) { return reinterpret_cast<__m512bh>(x); }
+
+// Scores of kR rows against the tile's keys, VDPBF16PS on the bf16 queries (tl.qb, in registers)
+// and the cached keys as stored: per row and key, kC2 dot products over 32 dims from zero in
+// chunk order, then reduce_add_16: the same instructions however rows are blocked.
+template <int kC2, int kR>
+void scores_dot_rows(Tiles& tl, int64_t i0, const uint16_t* const* k_rows, int64_t nt,
+                     __mmask32 last_mask) {
+  __m512i q[kR][kC2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < kC2; ++c) q[r][c] = _mm512_load_si512(&tl.qb[i0 + r][c * 32]);
+  }
+  alignas(64) __m512 dots[kR][16];
+  for (int64_t t0 = 0; t0 < nt; t0 += 16) {
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; ++t) {
+      const uint16_t* k = k_rows[t0 + t];
+      __m512 acc[kR];
+#pragma GCC unroll 8
+      for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int c = 0; c < kC2; ++c) {
+        const __m512i kv = _mm512_maskz_loadu_epi16(chunk_mask32(c, kC2, last_mask), k + c * 32);
+#pragma GCC unroll 8
+        for (int r = 0; r < kR; ++r) acc[r] = _mm512_dpbf16_ps(acc[r], as_bh(q[r][c]), as_bh(kv));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < kR; ++r) dots[r][t] = acc[r];
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < kR; ++r) _mm512_store_ps(&tl.p[i0 + r][t0], reduce_add_16(dots[r]));
+  }
+}
+
+// scores_dot_rows for min(R, n) rows.
+template <int kC2, int R>
+void scores_dot_upto(int64_t n, Tiles& tl, int64_t i0, const uint16_t* const* k_rows, int64_t nt,
+                     __mmask32 last_mask) {
+  if constexpr (R > 1) {
+    if (n < R) return scores_dot_upto<kC2, R - 1>(n, tl, i0, k_rows, nt, last_mask);
+  }
+  scores_dot_rows<kC2, R>(tl, i0, k_rows, nt, last_mask);
+}
+
+// Rows [row_begin, row_end) in blocks whose queries fit in 16 registers (at most 8 rows).
+template <int kC2>
+void scores_dot(Tiles& tl, int64_t row_begin, int64_t row_end, const uint16_t* const* k_rows,
+                int64_t nt, __mmask32 last_mask) {
+  constexpr int kR = std::min(8, std::max(1, 16 / kC2));
+  for (int64_t i0 = row_begin; i0 < row_end; i0 += kR) {
+    scores_dot_upto<kC2, kR>(row_end - i0, tl, i0, k_rows, nt, last_mask);
+  }
+}
+
+void tile_scores_dot(Tiles& tl, int64_t row_begin, int64_t row_end, const uint16_t* const* k_rows,
+                     int64_t nt, int64_t num_c2, __mmask32 last_mask) {
+  switch (num_c2) {
+    case 1: return scores_dot<1>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    case 2: return scores_dot<2>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    case 3: return scores_dot<3>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    case 4: return scores_dot<4>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    case 5: return scores_dot<5>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    case 6: return scores_dot<6>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    case 7: return scores_dot<7>(tl, row_begin, row_end, k_rows, nt, last_mask);
+    default: return scores_dot<8>(tl, row_begin, row_end, k_rows, nt, last_mask);
+  }
+}
+
+// acc += P · V for kRows rows, VDPBF16PS on key pairs: the V rows of keys t and t + 1
+// interleaved (unpacklo/hi_epi16) times the broadcast pair (p_t, p_t+1) of tl.pb. Chunk c of 32
+// dims accumulates in acc[32c, 32c + 16) the dims 32c + 8l + k and in acc[32c + 16, 32c + 32)
+// the dims 32c + 8l + 4 + k (lane 4l + k, l and k in 0..3): unpermute_acc restores the order.
+// Chunks go 2 at a time with the keys inside (kRows × 4 accumulators in registers); per
+// (row, lane) the dot products run over the key pairs in order either way. A last odd key pairs
+// with itself: its partner's probability is 0 (tl.p is zero past nt).
+template <int kRows>
+void pv_dot_rows(Tiles& tl, int64_t i0, const uint16_t* const* v_rows, int64_t nt, int64_t num_c2,
+                 __mmask32 last_mask) {
+  auto pair = [&](int64_t t) { return v_rows[std::min(t + 1, nt - 1)]; };
+  int64_t c0 = 0;
+  for (; c0 < num_c2; c0 += 2) {
+    const int nc = c0 + 2 <= num_c2 ? 2 : 1;
+    __m512 a[kRows][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        a[r][j] = j < 2 * nc ? _mm512_load_ps(&tl.part.acc[i0 + r][c0 * 32 + j * 16])
+                             : _mm512_setzero_ps();
+      }
+    }
+    if (nc == 2) {
+      const __mmask32 m0 = chunk_mask32(c0, num_c2, last_mask);
+      const __mmask32 m1 = chunk_mask32(c0 + 1, num_c2, last_mask);
+      for (int64_t t = 0; t < nt; t += 2) {
+        const uint16_t* va = v_rows[t];
+        const uint16_t* vb = pair(t);
+        const __m512i a0 = _mm512_maskz_loadu_epi16(m0, va + c0 * 32);
+        const __m512i b0 = _mm512_maskz_loadu_epi16(m0, vb + c0 * 32);
+        const __m512i a1 = _mm512_maskz_loadu_epi16(m1, va + c0 * 32 + 32);
+        const __m512i b1 = _mm512_maskz_loadu_epi16(m1, vb + c0 * 32 + 32);
+        const __m512i x[4] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0),
+                              _mm512_unpacklo_epi16(a1, b1), _mm512_unpackhi_epi16(a1, b1)};
+#pragma GCC unroll 4
+        for (int r = 0; r < kRows; ++r) {
+          const __m512i pp = _mm512_set1_epi32(static_cast<int>(tl.pb[i0 + r][t / 2]));
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], as_bh(x[j]), as_bh(pp));
+        }
+      }
+    } else {
+      const __mmask32 m0 = chunk_mask32(c0, num_c2, last_mask);
+      for (int64_t t = 0; t < nt; t += 2) {
+        const __m512i a0 = _mm512_maskz_loadu_epi16(m0, v_rows[t] + c0 * 32);
+        const __m512i b0 = _mm512_maskz_loadu_epi16(m0, pair(t) + c0 * 32);
+        const __m512i x[2] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0)};
+#pragma GCC unroll 4
+        for (int r = 0; r < kRows; ++r) {
+          const __m512i pp = _mm512_set1_epi32(static_cast<int>(tl.pb[i0 + r][t / 2]));
+#pragma GCC unroll 2
+          for (int j = 0; j < 2; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], as_bh(x[j]), as_bh(pp));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 2 * nc; ++j) _mm512_store_ps(&tl.part.acc[i0 + r][c0 * 32 + j * 16], a[r][j]);
+    }
+  }
+}
+
+// The interleaved accumulators of pv_dot_rows back in head-dim order, rows [0, num_rows).
+void unpermute_acc(RowStates& s, int64_t num_rows, int64_t num_c2) {
+  const __m512i lo_idx = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i hi_idx =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int64_t i = 0; i < num_rows; ++i) {
+    for (int64_t c = 0; c < num_c2; ++c) {
+      float* a = &s.acc[i][c * 32];
+      const __m512 lo = _mm512_load_ps(a);
+      const __m512 hi = _mm512_load_ps(a + 16);
+      _mm512_store_ps(a, _mm512_permutex2var_ps(lo, lo_idx, hi));
+      _mm512_store_ps(a + 16, _mm512_permutex2var_ps(lo, hi_idx, hi));
+    }
+  }
+}
+
 // The tile's scores tl.p[i][0, nt) for rows [row_begin, row_end). Head dims of 4, 8 or 16
 // chunks (64, 128, 256) hold rows' queries in registers (scores_blocked); a single block of rows
 // (decode: the query heads of one kv head) reads the keys straight from the cache, more rows
@@ -274,8 +450,8 @@ void tile_scores(Tiles& tl, int64_t row_begin, int64_t row_end, const typename K
   }
 }
 
-// tl.q := the item's queries times the scale, zero past head_dim.
-void load_queries(const Inputs& in, const ItemRows& r, Tiles& tl) {
+// tl.q := the item's queries times the scale, zero past head_dim; with dot, tl.qb := tl.q as bf16.
+void load_queries(const Inputs& in, const ItemRows& r, Tiles& tl, bool dot) {
   const int64_t d = in.p.head_dim;
   const int64_t num_chunks = (d + 15) / 16;
   const __mmask16 last_mask = tail_mask(d - (num_chunks - 1) * 16);
@@ -285,6 +461,13 @@ void load_queries(const Inputs& in, const ItemRows& r, Tiles& tl) {
     for (int64_t c = 0; c < num_chunks; ++c) {
       const __m512 x = _mm512_maskz_loadu_ps(chunk_mask(c, num_chunks, last_mask), src + c * 16);
       _mm512_store_ps(&tl.q[i][c * 16], _mm512_mul_ps(x, scale));
+    }
+    if (!dot) continue;
+    for (int64_t c = 0; c < (d + 31) / 32; ++c) {
+      const __m512 hi = 2 * c + 1 < num_chunks ? _mm512_load_ps(&tl.q[i][c * 32 + 16])
+                                               : _mm512_setzero_ps();
+      const __m512bh x = _mm512_cvtne2ps_pbh(hi, _mm512_load_ps(&tl.q[i][c * 32]));
+      _mm512_store_si512(&tl.qb[i][c * 32], reinterpret_cast<__m512i>(x));
     }
   }
 }
@@ -312,7 +495,12 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   auto row_lo = [&](int64_t i) {
     return window > 0 ? std::max<int64_t>(0, row_pos(i) - window + 1) : int64_t{0};
   };
-  reset(tl.part, num_rows, num_chunks);
+  // The dot path works in chunks of 32 dims, its accumulators interleaved over all of them.
+  const int64_t num_c2 = (d + 31) / 32;
+  const __mmask32 last_mask32 = static_cast<__mmask32>(
+      d - (num_c2 - 1) * 32 == 32 ? 0xffffffffu : (1u << (d - (num_c2 - 1) * 32)) - 1);
+  const int64_t acc_chunks = Kv::kDot ? 2 * num_c2 : num_chunks;
+  reset(tl.part, num_rows, acc_chunks);
 
   // Key tiles start at multiples of kKvTile whatever the item's first row, so a row sums its
   // keys in the same tiles however the queries were grouped into items (chunked prefill, other
@@ -338,8 +526,13 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
       const char* k_row = reinterpret_cast<const char*>(k_base + offsets[t]);
       const char* v_row = reinterpret_cast<const char*>(v_base + offsets[t]);
       for (size_t line = 0; line < row_bytes; line += 64) {
-        prefetch_l2(k_row + line);
-        prefetch_l2(v_row + line);
+        if constexpr (Kv::kDot) {
+          prefetch_nta(k_row + line);
+          prefetch_nta(v_row + line);
+        } else {
+          prefetch_l2(k_row + line);
+          prefetch_l2(v_row + line);
+        }
       }
     }
   };
@@ -364,7 +557,11 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
       k_cache_rows[t] = k_base + offsets[t];
     }
     for (int64_t t = nt; t < kKvTile; ++t) k_cache_rows[t] = k_cache_rows[0];
-    tile_scores<Kv>(tl, row_begin, row_end, k_cache_rows, k_rows, nt, num_chunks, last_mask);
+    if constexpr (Kv::kDot) {
+      tile_scores_dot(tl, row_begin, row_end, k_cache_rows, nt, num_c2, last_mask32);
+    } else {
+      tile_scores<Kv>(tl, row_begin, row_end, k_cache_rows, k_rows, nt, num_chunks, last_mask);
+    }
 
     // Online softmax update per row, keys outside [lo_i, pos_i] masked to -inf.
     constexpr int kVecs = kKvTile / 16;
@@ -401,11 +598,19 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
         _mm512_store_ps(&tl.p[i][16 * v], pv);
         psum = _mm512_add_ps(psum, pv);
       }
+      if constexpr (Kv::kDot) {
+#pragma GCC unroll 2
+        for (int v = 0; v < kVecs / 2; ++v) {
+          const __m512bh pair = _mm512_cvtne2ps_pbh(_mm512_load_ps(&tl.p[i][32 * v + 16]),
+                                                    _mm512_load_ps(&tl.p[i][32 * v]));
+          _mm512_store_si512(&tl.pb[i][16 * v], reinterpret_cast<__m512i>(pair));
+        }
+      }
       tl.part.l[i] = tl.part.l[i] * alpha + _mm512_reduce_add_ps(psum);
       tl.part.m[i] = m_new;
       if (alpha != 1.0f) {
         const __m512 av = _mm512_set1_ps(alpha);
-        for (int64_t c = 0; c < num_chunks; ++c) {
+        for (int64_t c = 0; c < acc_chunks; ++c) {
           _mm512_store_ps(&tl.part.acc[i][c * 16], _mm512_mul_ps(_mm512_load_ps(&tl.part.acc[i][c * 16]), av));
         }
       }
@@ -413,15 +618,26 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
 
     // acc += P · V, 4 rows per pass so every value vector load feeds 4 FMAs.
     for (int64_t i0 = row_begin; i0 < row_end; i0 += 4) {
-      switch (std::min<int64_t>(4, row_end - i0)) {
-        case 1: pv_rows<1, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
-        case 2: pv_rows<2, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
-        case 3: pv_rows<3, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
-        default: pv_rows<4, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+      const int64_t n = std::min<int64_t>(4, row_end - i0);
+      if constexpr (Kv::kDot) {
+        switch (n) {
+          case 1: pv_dot_rows<1>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
+          case 2: pv_dot_rows<2>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
+          case 3: pv_dot_rows<3>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
+          default: pv_dot_rows<4>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
+        }
+      } else {
+        switch (n) {
+          case 1: pv_rows<1, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+          case 2: pv_rows<2, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+          case 3: pv_rows<3, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+          default: pv_rows<4, Kv>(tl, i0, v_rows, nt, num_chunks, last_mask); break;
+        }
       }
     }
     std::copy(next_offsets, next_offsets + kKvTile, offsets);
   }
+  if constexpr (Kv::kDot) unpermute_acc(tl.part, num_rows, num_c2);
 }
 
 // Folds row i's partial of one partition (m_p, l_p, acc_p) into its running total. The only place
@@ -465,7 +681,7 @@ void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
   const attention::Item item = plan.item(item_idx);
   const ItemRows r = plan.rows(item);
   const int64_t num_chunks = (in.p.head_dim + 15) / 16;
-  load_queries(in, r, tl);
+  load_queries(in, r, tl, Kv::kDot);
   reset(tl.total, r.num_rows, num_chunks);
   for (int64_t part = r.partition_begin; part < r.partition_end; ++part) {
     attend_partition<Kv>(in, r, item.kv_head, part, tl);
@@ -481,7 +697,7 @@ template <class Kv>
 void run_unit(const Inputs& in, const Plan& plan, int64_t unit_idx, Tiles& tl) {
   const attention::Unit unit = plan.unit(unit_idx);
   const ItemRows r = plan.rows(unit.item);
-  load_queries(in, r, tl);
+  load_queries(in, r, tl, Kv::kDot);
   attend_partition<Kv>(in, r, unit.item.kv_head, r.partition_begin + unit.offset, tl);
   const Partial dst = plan.partial(unit.item_idx, unit.offset);
   const int64_t num_chunks = (in.p.head_dim + 15) / 16;
@@ -536,7 +752,9 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
   switch (p.kv_type) {
     case KvType::kF32: return run<KvF32>(in, plan);
     case KvType::kF16: return run<KvF16>(in, plan);
-    case KvType::kBF16: return run<KvBF16>(in, plan);
+    case KvType::kBF16:
+      if (cpu::selected_isa() >= cpu::Isa::kAvx512Bf16) return run<KvBF16Dot>(in, plan);
+      return run<KvBF16>(in, plan);
   }
 }
 
