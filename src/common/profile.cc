@@ -27,8 +27,8 @@ const char* phase_name(Phase phase) {
     case Phase::kGemmAttention: return "GEMM attention (qkv, out)";
     case Phase::kGemmFfn: return "GEMM feed-forward";
     case Phase::kGemmLmHead: return "GEMM LM head";
-    case Phase::kAttention: return "attention + KV write";
-    case Phase::kElementwise: return "elementwise (norm, rope, act)";
+    case Phase::kAttention: return "attention";
+    case Phase::kElementwise: return "elementwise (norm, rope+KV, act)";
     case Phase::kCommunication: return "communication";
     case Phase::kSampling: return "sampling";
     case Phase::kScheduler: return "scheduler";

@@ -16,8 +16,8 @@ enum class Phase : int {
   kGemmAttention,  // QKV and attention-output projections
   kGemmFfn,        // gate/up and down projections (MoE: routing and experts)
   kGemmLmHead,     // the output projection
-  kAttention,      // paged attention and the KV cache write
-  kElementwise,    // embedding lookup, norms, RoPE, biases, activations, residual adds
+  kAttention,      // paged attention
+  kElementwise,    // embedding lookup, norms, RoPE with the KV cache write, biases, activations, residual adds
   kCommunication,  // tensor-parallel all-reduces, pipeline sends and receives
   kSampling,       // the sampler, structured-output masks, logprobs
   kScheduler,      // scheduling and applying a step's results

@@ -498,7 +498,8 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
     }
     float* q = qkv;
     float* k = qkv + q_width;
-    float* v = qkv + q_width + kv_width;
+    const KvGroupTables& tables =
+        batch.kv_groups[static_cast<size_t>(kv.layout.layer_group[static_cast<size_t>(l)])];
     {
       profile::Scope timed(Phase::kElementwise);
       if (!layer.qkv_bias.empty()) {
@@ -513,17 +514,25 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
       const float* inv_freq = layer.sliding ? inv_freq_sliding_.data() : inv_freq_.data();
       const auto rope = spec.rope_style == RopeStyle::kNeox ? &kernels::rope_neox_inplace
                                                              : &kernels::rope_inplace;
-      // k's heads follow q's in each token's row: one call rotates both.
-      rope(q, qkv_width, num_tokens, num_heads + num_kv_heads, head_dim, config_.rope_dim,
-           batch.positions.data(), inv_freq);
+      // RoPE and the KV cache write fused per token: k's heads follow q's in the token's row, so
+      // one call rotates both, and the token's k and v go to the cache while the row is in L1.
+      // The same kernels as one call over all tokens each: bitwise the same results.
+      void* k_pool = kv_cache.k_pool(l);
+      void* v_pool = kv_cache.v_pool(l);
+      const int32_t* positions = batch.positions.data();
+      const int64_t* slots = tables.slot_mapping.data();
+      kernels::threads::parallel_for(
+          num_tokens, num_tokens > 1 && num_tokens * qkv_width >= (int64_t{1} << 14), [&](int64_t t) {
+            float* row = q + t * qkv_width;
+            rope(row, qkv_width, 1, num_heads + num_kv_heads, head_dim, config_.rope_dim,
+                 positions + t, inv_freq);
+            kernels::reshape_and_cache(row + q_width, qkv_width, row + q_width + kv_width,
+                                       qkv_width, k_pool, v_pool, slots + t, 1, num_kv_heads,
+                                       head_dim, kv.block_size, kv.type);
+          });
     }
     {
       profile::Scope timed(Phase::kAttention);
-      const KvGroupTables& tables =
-          batch.kv_groups[static_cast<size_t>(kv.layout.layer_group[static_cast<size_t>(l)])];
-      kernels::reshape_and_cache(k, qkv_width, v, qkv_width, kv_cache.k_pool(l),
-                                 kv_cache.v_pool(l), tables.slot_mapping.data(), num_tokens,
-                                 num_kv_heads, head_dim, kv.block_size, kv.type);
       attn_params.sliding_window = layer.sliding ? config_.sliding_window : 0;
       attn_params.max_blocks_per_seq = tables.max_blocks_per_seq;
       kernels::paged_attention(attn, q, qkv_width, kv_cache.k_pool(l), kv_cache.v_pool(l),
