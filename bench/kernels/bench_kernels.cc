@@ -275,20 +275,23 @@ BENCHMARK_CAPTURE(BM_LinearPrefill, q8_0, WeightType::kQ8_0)->Arg(512)->Unit(ben
 BENCHMARK_CAPTURE(BM_LinearPrefill, q4_k, WeightType::kQ4_K)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearPrefill, q6_k, WeightType::kQ6_K)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Decode steps of paged attention: num_seqs sequences of ctx tokens of context each, one query
-// token per sequence, block size 16, shuffled blocks. Cycles over several layers' pools (at least
-// two) so that K/V come from DRAM. Reports bytes_per_second of K/V reads: every context token's K
-// and V rows are read once per step (the GQA heads of a kv head share them).
-struct DecodeAttentionShape {
+// Steps of paged attention: num_seqs sequences of ctx tokens each, whose last q_len tokens are
+// the step's queries (1: decode), block size 16, shuffled blocks. Cycles over several layers'
+// pools (at least two) so that K/V come from DRAM. Decode reports bytes_per_second of K/V reads:
+// every context token's K and V rows are read once per step (the GQA heads of a kv head share
+// them). Prefill (q_len > 1) reports GFLOPS: 4 · head_dim flops (Q·K and P·V) per query head and
+// causally visible key.
+struct AttentionShape {
   int64_t num_seqs;
   int64_t ctx;
   int64_t num_heads;
   int64_t num_kv_heads;
   int64_t head_dim;
   KvType kv_type;
+  int64_t q_len = 1;
 };
 
-void run_decode_attention(benchmark::State& state, const DecodeAttentionShape& shape) {
+void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
   constexpr int64_t kBlockSize = 16;
   const int64_t blocks_per_seq = shape.ctx / kBlockSize;
   const int64_t num_blocks = shape.num_seqs * blocks_per_seq + 1;
@@ -308,8 +311,9 @@ void run_decode_attention(benchmark::State& state, const DecodeAttentionShape& s
   std::vector<int32_t> tables(ids.begin(), ids.end());  // (num_seqs, blocks_per_seq)
   std::vector<int32_t> seq_lens(shape.num_seqs, static_cast<int32_t>(shape.ctx));
   std::vector<int32_t> qsl(shape.num_seqs + 1);
-  for (int64_t s = 0; s <= shape.num_seqs; ++s) qsl[s] = static_cast<int32_t>(s);
-  std::vector<float> q(shape.num_seqs * shape.num_heads * shape.head_dim, 0.1f), out(q.size());
+  for (int64_t s = 0; s <= shape.num_seqs; ++s) qsl[s] = static_cast<int32_t>(s * shape.q_len);
+  std::vector<float> q(shape.num_seqs * shape.q_len * shape.num_heads * shape.head_dim, 0.1f);
+  std::vector<float> out(q.size());
   PagedAttentionParams p;
   p.num_seqs = shape.num_seqs;
   p.num_heads = shape.num_heads;
@@ -328,14 +332,22 @@ void run_decode_attention(benchmark::State& state, const DecodeAttentionShape& s
     layer = (layer + 1) % num_layers;
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * shape.num_seqs *
-                          shape.ctx * shape.num_kv_heads * shape.head_dim *
-                          static_cast<int64_t>(kv_type_size(shape.kv_type)));
+  if (shape.q_len == 1) {
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * shape.num_seqs *
+                            shape.ctx * shape.num_kv_heads * shape.head_dim *
+                            static_cast<int64_t>(kv_type_size(shape.kv_type)));
+    return;
+  }
+  // Query i of q_len (position ctx - q_len + i) sees ctx - q_len + i + 1 keys.
+  const double keys = static_cast<double>(shape.q_len) * static_cast<double>(shape.ctx - shape.q_len) +
+                      static_cast<double>(shape.q_len) * static_cast<double>(shape.q_len + 1) / 2;
+  const double flops = 4.0 * static_cast<double>(shape.num_seqs * shape.num_heads * shape.head_dim) * keys;
+  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // 32 sequences × 512 tokens of context, Llama-3-8B heads (32 q, 8 kv, 128); arg: KvType.
 void BM_PagedAttentionDecode(benchmark::State& state) {
-  run_decode_attention(state, {32, 512, 32, 8, 128, static_cast<KvType>(state.range(0))});
+  run_paged_attention(state, {32, 512, 32, 8, 128, static_cast<KvType>(state.range(0))});
 }
 BENCHMARK(BM_PagedAttentionDecode)
     ->Arg(static_cast<int>(KvType::kBF16))
@@ -349,13 +361,22 @@ BENCHMARK(BM_PagedAttentionDecode)
 // of K/V is the same in both, so their shares of BM_ReadBandwidth compare directly.
 void BM_PagedAttentionLongDecode(benchmark::State& state) {
   const int64_t num_kv_heads = state.range(2);
-  run_decode_attention(state, {state.range(1), state.range(0), 4 * num_kv_heads, num_kv_heads, 64,
+  run_paged_attention(state, {state.range(1), state.range(0), 4 * num_kv_heads, num_kv_heads, 64,
                                KvType::kBF16});
 }
 BENCHMARK(BM_PagedAttentionLongDecode)
     ->ArgNames({"ctx", "seqs", "kv_heads"})
     ->ArgsProduct({{4096, 16384, 32768}, {1, 8}, {8, 1}})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// A prefill chunk: the last 512 tokens of a ctx-token prompt as queries (ctx 512: a whole
+// 512-token prompt; 4096: the last chunk of a 4K prompt), Llama-3.2-1B heads (32 q, 8 kv, 64),
+// bf16 cache; arg: ctx. The arithmetic rate to compare with the machine's bf16 dot-product or
+// AMX peak.
+void BM_PagedAttentionPrefill(benchmark::State& state) {
+  run_paged_attention(state, {1, state.range(0), 32, 8, 64, KvType::kBF16, 512});
+}
+BENCHMARK(BM_PagedAttentionPrefill)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace vellum::kernels
