@@ -350,37 +350,23 @@ void pv_dot_rows(Tiles& tl, int64_t i0, const uint16_t* const* v_rows, int64_t n
                              : _mm512_setzero_ps();
       }
     }
-    if (nc == 2) {
-      const __mmask32 m0 = chunk_mask32(c0, num_c2, last_mask);
-      const __mmask32 m1 = chunk_mask32(c0 + 1, num_c2, last_mask);
-      for (int64_t t = 0; t < nt; t += 2) {
-        const uint16_t* va = v_rows[t];
-        const uint16_t* vb = pair(t);
-        const __m512i a0 = _mm512_maskz_loadu_epi16(m0, va + c0 * 32);
-        const __m512i b0 = _mm512_maskz_loadu_epi16(m0, vb + c0 * 32);
-        const __m512i a1 = _mm512_maskz_loadu_epi16(m1, va + c0 * 32 + 32);
-        const __m512i b1 = _mm512_maskz_loadu_epi16(m1, vb + c0 * 32 + 32);
-        const __m512i x[4] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0),
-                              _mm512_unpacklo_epi16(a1, b1), _mm512_unpackhi_epi16(a1, b1)};
+    // A last odd chunk (head dims like 80) runs with its partner chunk masked off: zeros.
+    const __mmask32 m0 = chunk_mask32(c0, num_c2, last_mask);
+    const __mmask32 m1 = nc == 2 ? chunk_mask32(c0 + 1, num_c2, last_mask) : __mmask32(0);
+    for (int64_t t = 0; t < nt; t += 2) {
+      const uint16_t* va = v_rows[t];
+      const uint16_t* vb = pair(t);
+      const __m512i a0 = _mm512_maskz_loadu_epi16(m0, va + c0 * 32);
+      const __m512i b0 = _mm512_maskz_loadu_epi16(m0, vb + c0 * 32);
+      const __m512i a1 = _mm512_maskz_loadu_epi16(m1, va + c0 * 32 + 32);
+      const __m512i b1 = _mm512_maskz_loadu_epi16(m1, vb + c0 * 32 + 32);
+      const __m512i x[4] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0),
+                            _mm512_unpacklo_epi16(a1, b1), _mm512_unpackhi_epi16(a1, b1)};
 #pragma GCC unroll 4
-        for (int r = 0; r < kRows; ++r) {
-          const __m512i pp = _mm512_set1_epi32(static_cast<int>(tl.pb[i0 + r][t / 2]));
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i pp = _mm512_set1_epi32(static_cast<int>(tl.pb[i0 + r][t / 2]));
 #pragma GCC unroll 4
-          for (int j = 0; j < 4; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], as_bh(x[j]), as_bh(pp));
-        }
-      }
-    } else {
-      const __mmask32 m0 = chunk_mask32(c0, num_c2, last_mask);
-      for (int64_t t = 0; t < nt; t += 2) {
-        const __m512i a0 = _mm512_maskz_loadu_epi16(m0, v_rows[t] + c0 * 32);
-        const __m512i b0 = _mm512_maskz_loadu_epi16(m0, pair(t) + c0 * 32);
-        const __m512i x[2] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0)};
-#pragma GCC unroll 4
-        for (int r = 0; r < kRows; ++r) {
-          const __m512i pp = _mm512_set1_epi32(static_cast<int>(tl.pb[i0 + r][t / 2]));
-#pragma GCC unroll 2
-          for (int j = 0; j < 2; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], as_bh(x[j]), as_bh(pp));
-        }
+        for (int j = 0; j < 4; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], as_bh(x[j]), as_bh(pp));
       }
     }
 #pragma GCC unroll 4
