@@ -566,9 +566,10 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
   switch (w.type) {
     case WeightType::kF32: return onednn_bytes;
     case WeightType::kBF16:
-      return static_cast<size_t>(round_up(
-                 static_cast<int64_t>(avx512::gemm_bf16_scratch_bytes(m, w.n_in)), 64)) +
-             onednn_bytes;
+      return std::max(static_cast<size_t>(round_up(static_cast<int64_t>(
+                          avx512::gemm_bf16_scratch_bytes(m, w.n_in)), 64)) +
+                          onednn_bytes,
+                      avx2::gemm_bf16_scratch_bytes(m, w.n_in));
     case WeightType::kQ8_0:
       return m > max_small_m_q8_0() ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.n_in),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))
@@ -605,7 +606,7 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
     switch (w.type) {
       case WeightType::kF32: avx2::gemm_f32(y, x, m, w); return;
       case WeightType::kF16: avx2::gemm_f16(y, x, m, w); return;
-      case WeightType::kBF16: avx2::gemm_bf16(y, x, m, w); return;
+      case WeightType::kBF16: avx2::gemm_bf16(y, x, m, w, scratch); return;
       default: break;
     }
   }

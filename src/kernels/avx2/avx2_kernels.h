@@ -40,9 +40,12 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                      void* workspace);
 
 // y (m, n_out) = x (m, n_in) · Wᵀ on detail::PackedWeights of type kF32, kF16 or kBF16
-// (weights widened to f32, FMA, f32 accumulation). Needs no scratch.
+// (weights widened to f32, FMA, f32 accumulation). f32 and f16 need no scratch; bf16 takes
+// gemm_bf16_scratch_bytes (its activations rearranged to match the weights' pairs).
 void gemm_f32(float* y, const float* x, int64_t m, const detail::PackedWeights& w);
 void gemm_f16(float* y, const float* x, int64_t m, const detail::PackedWeights& w);
-void gemm_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w);
+size_t gemm_bf16_scratch_bytes(int64_t m, int64_t n_in);
+void gemm_bf16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+               void* scratch);
 
 }  // namespace vellum::kernels::avx2
