@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "kernels/avx2/avx2_quant.h"
+#include "kernels/avx2/vec_math.h"
 #include "kernels/quant_types.h"
 #include "kernels/threads.h"
 
@@ -168,7 +169,7 @@ struct Q8_0Tile {
 #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
           const uint8_t* q = panel[p] + (b * 8 + quad) * 64;
-          _mm_prefetch(reinterpret_cast<const char*>(q) + kPrefetchBytes, _MM_HINT_T0);
+          prefetch_l1(reinterpret_cast<const char*>(q) + kPrefetchBytes);
 #pragma GCC unroll 2
           for (int h = 0; h < 2; ++h) {
             const __m256i ws = _mm256_xor_si256(
@@ -263,7 +264,7 @@ template <int R, bool kFive, bool kLut>
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int t = 0; t < 4; ++t) {
     const uint8_t* q = block + t * 64;
-    _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
+    prefetch_l1(reinterpret_cast<const char*>(q) + 1024);
     __m256i lo[2];
     __m256i hi[2];
     for (int h = 0; h < 2; ++h) {
@@ -450,7 +451,7 @@ struct K16Tile {
           const uint8_t* scales = w.k16_panel_scales(panel0 + p, g);
           const uint8_t* block = codes[p] + blk * block_bytes;
           for (int64_t line = 0; line < block_bytes / 64; ++line) {
-            _mm_prefetch(reinterpret_cast<const char*>(block) + 2048 + line * 64, _MM_HINT_T0);
+            prefetch_l1(reinterpret_cast<const char*>(block) + 2048 + line * 64);
           }
           for (int half = 0; half < 2; ++half) {
             int32_t sum16[R];

@@ -56,7 +56,7 @@ struct FmaKernel {
       #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) {
         wv[c] = Load::load(wc[c] + k);
-        _mm_prefetch(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes, _MM_HINT_T0);
+        prefetch_l1(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes);
       }
       #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {

@@ -149,8 +149,7 @@ struct Q8PanelKernel {
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
           wv[p] = _mm512_load_si512(wq[p] + offset);
-          _mm_prefetch(reinterpret_cast<const char*>(wq[p] + offset) + kPrefetchBytes,
-                       _MM_HINT_T0);
+          prefetch_l1(reinterpret_cast<const char*>(wq[p] + offset) + kPrefetchBytes);
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
@@ -213,8 +212,7 @@ template <int R, int P, bool kFive, bool kLut>
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       const __m512i v = _mm512_load_si512(blocks[p] + t * 64);
-      _mm_prefetch(reinterpret_cast<const char*>(blocks[p] + t * 64) + kPrefetchBytes,
-                   _MM_HINT_T0);
+      prefetch_l1(reinterpret_cast<const char*>(blocks[p] + t * 64) + kPrefetchBytes);
       lo[p] = _mm512_and_si512(v, nibble);
       hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
       if constexpr (kLut) {
@@ -557,7 +555,7 @@ struct K16PanelKernel {
               if (pair == 0) {  // the block's lines, half of them per half, 2 KB ahead
                 const char* ahead = reinterpret_cast<const char*>(block) + 2 * kPrefetchBytes;
                 for (int line = half * kLines / 2; line < (half + 1) * kLines / 2; ++line) {
-                  _mm_prefetch(ahead + line * 64, _MM_HINT_T0);
+                  prefetch_l1(ahead + line * 64);
                 }
               }
               k16_quads<kType>(block, half, pair, qa[p], qb[p]);
