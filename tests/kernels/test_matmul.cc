@@ -160,6 +160,9 @@ std::vector<Shape> float_shapes() {
   std::vector<Shape> shapes;
   for (int64_t n_in = 1; n_in <= 67; n_in += 3) shapes.push_back({1 + n_in % 9, 5 + n_in % 4, n_in});
   for (int64_t m = 1; m <= 9; ++m) shapes.push_back({m, 7, 96});
+  // Single-row products (the AVX2 GEMV's 4-column tiles) with every kind of input tail: none,
+  // under 8, exactly 8, 8 + under 8, and partial column tiles.
+  for (int64_t n_in : {1, 7, 16, 23, 24, 45, 64}) shapes.push_back({1, 5 + n_in % 7, n_in});
   shapes.push_back({33, 13, 100});
   shapes.push_back({40, 64, 256});
   shapes.push_back({4, 130, 512});

@@ -35,12 +35,14 @@ constexpr int kColsPerTile = 3;
 constexpr int kColsPerGemvTile = 4;  // m = 1: 8 accumulators
 constexpr int64_t kRowBlock = 64;
 
-// Load::half<H>(p): half H (0, 1) of the 16 weights at p as 8 f32, matching activations
-// laid out by Load::permute; Load::load(p, n): the first n (< 8) weights in order (tails).
+// Load::half<H, kNoSpareRegister>(p): half H (0, 1) of the 16 weights at p as 8 f32, matching
+// the activations as gemm_fma lays them out (de-interleaved when kPermuted);
+// Load::load(p, n): the first n (< 8) weights in order (tails). kNoSpareRegister: the caller's
+// tile holds 12 accumulators, so no register is left for a constant.
 struct LoadF32 {
   using T = float;
   static constexpr bool kPermuted = false;
-  template <int H>
+  template <int H, bool>
   static __m256 half(const float* p) { return _mm256_loadu_ps(p + 8 * H); }
   static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
   static __m256 load(const float* p, int64_t n) { return load_f32(p, n); }
@@ -48,7 +50,7 @@ struct LoadF32 {
 struct LoadF16 {
   using T = uint16_t;
   static constexpr bool kPermuted = false;
-  template <int H>
+  template <int H, bool>
   static __m256 half(const uint16_t* p) { return load_f16(p + 8 * H); }
   static __m256 load(const uint16_t* p) { return load_f16(p); }
   static __m256 load(const uint16_t* p, int64_t n) { return load_f16(p, n); }
@@ -56,10 +58,14 @@ struct LoadF16 {
 struct LoadBF16 {
   using T = uint16_t;
   static constexpr bool kPermuted = true;
-  template <int H>
+  template <int H, bool kNoSpareRegister>
   static __m256 half(const uint16_t* p) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     if constexpr (H == 0) return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    // The mask takes a register; tiles with 12 accumulators clear the low half by two shifts.
+    if constexpr (kNoSpareRegister) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(v, 16), 16));
+    }
     return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536)));
   }
   static __m256 load(const uint16_t* p) { return load_bf16(p); }
@@ -100,6 +106,9 @@ struct FmaKernel {
   // a second prefetch of the same line only occupies a fill buffer. (The _mm_prefetch calls
   // this file had, 1 KB ahead in the same rows, were dropped by GCC 12 -O3: prefetch_l1 is
   // inline asm. Measured: bf16 and f16 decode from DRAM 0.55 -> 0.65 of the read probe.)
+  // Only tiles of 1-2 rows prefetch: larger ones run over a row block whose weights are
+  // reused from cache by every row tile, and their prefetches (repeated per row tile) took
+  // bf16 prefill-512 from 74 to 45 tok/s.
   template <int C>
   void prefetch_line(const T* const* wc, int64_t k) const {
     if ((k * static_cast<int64_t>(sizeof(T))) % 64 != 0) return;
@@ -115,7 +124,7 @@ struct FmaKernel {
                    __m256 (&acc)[R][C]) {
     __m256 wv[C];
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) wv[c] = Load::template half<H>(wc[c] + k);
+    for (int c = 0; c < C; ++c) wv[c] = Load::template half<H, (R > 2)>(wc[c] + k);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256 xv = _mm256_loadu_ps(xr[r] + k + 8 * H);
@@ -146,7 +155,7 @@ struct FmaKernel {
     int64_t k = 0;
     for (; k + 16 <= n_in; k += 16) {
       step<0>(wc, xr, k, acc);
-      prefetch_line<C>(wc, k);
+      if constexpr (R <= 2) prefetch_line<C>(wc, k);
       if constexpr (R <= 2) {
         step<1>(wc, xr, k, acc2);
       } else {
