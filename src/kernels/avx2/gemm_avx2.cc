@@ -7,10 +7,9 @@
 // The inner loop steps 16 inputs as two halves of 8 f32 lanes. For f32 and f16 the halves are
 // inputs k..k+7 and k+8..k+15. bf16 widens with no shuffle: one 32-byte load holds 16 weights
 // as 8 pairs, and `v << 16` is the even inputs as f32, `v & 0xffff0000` the odd ones; the
-// activations are de-interleaved to match once per call (scratch, kPermuteBlock inputs at a
-// time, the last n_in % 16 left in order for the tail loop). Widening each 8 weights with
-// vpmovzxwd + shift cost a shuffle per 8 weights and left the bf16 GEMV compute-bound at about
-// 60 % of the AVX-512 path's decode rate.
+// activations are de-interleaved to match once per call (into scratch, per block of 16 inputs,
+// the last n_in % 16 left in order for the tail loop). Widening each 8 weights with vpmovzxwd +
+// shift cost a shuffle per 8 weights and left the bf16 decode at 0.5-0.6 of the AVX-512 path's.
 //
 // Register budget (16 ymm): 4 rows × 3 columns = 12 accumulators + 3 weight vectors + 1
 // activation vector. A 4 × 4 tile, as on AVX-512 (32 zmm), would spill. Tiles of 1 or 2 rows
