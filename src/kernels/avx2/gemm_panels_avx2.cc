@@ -423,8 +423,10 @@ template <WeightType kType>
 
 // Q6_K, Q3_K and Q2_K panels: 16-input sub-blocks, each dot started from -offset · Σ x_q of its
 // inputs (Q6_K 32, Q3_K 4), Q2_K with its per-sub-block min term (see
-// avx512/gemm_panels_avx512.cc). Q6_K's codes reach 63: a vpmaddubsw pair sum is at most
-// 2 · 63 · 127, so its two quads are widened separately; Q3_K's and Q2_K's (up to 7) add first.
+// avx512/gemm_panels_avx512.cc). The two quads' vpmaddubsw pair sums are added in int16 before
+// widening: with codes up to 63 (Q6_K) and activation codes within ±127 (quantize_row) each
+// lane is at most 4 · 63 · 127 = 32004 < 2^15, so the sum is exact (Q6_K widened each quad on
+// its own before: one vpmaddwd and one vpaddd more per quad pair, the same integers).
 template <WeightType kType>
 struct K16Tile {
   // Two weight streams per thread in decode (Q6_K, 2 threads, share 0.54/0.58/0.51 ->
@@ -473,13 +475,8 @@ struct K16Tile {
                 for (int h = 0; h < 2; ++h) {
                   const __m256i pa = _mm256_maddubs_epi16(qa[h], xa);
                   const __m256i pb = _mm256_maddubs_epi16(qb[h], xb);
-                  if constexpr (kType == WeightType::kQ6_K) {
-                    dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
-                    dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
-                  } else {
-                    dot[r][h] = _mm256_add_epi32(
-                        dot[r][h], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), ones16));
-                  }
+                  dot[r][h] = _mm256_add_epi32(
+                      dot[r][h], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), ones16));
                 }
               }
             }
