@@ -566,10 +566,11 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
   switch (w.type) {
     case WeightType::kF32: return onednn_bytes;
     case WeightType::kBF16:
-      return std::max(static_cast<size_t>(round_up(static_cast<int64_t>(
-                          avx512::gemm_bf16_scratch_bytes(m, w.n_in)), 64)) +
-                          onednn_bytes,
-                      avx2::gemm_bf16_scratch_bytes(m, w.n_in));
+      // As forward() dispatches: AVX2 rearranges f32 activations, AVX-512 rounds them to bf16.
+      if (cpu::selected_isa() == cpu::Isa::kAvx2) return avx2::gemm_bf16_scratch_bytes(m, w.n_in);
+      return static_cast<size_t>(round_up(
+                 static_cast<int64_t>(avx512::gemm_bf16_scratch_bytes(m, w.n_in)), 64)) +
+             onednn_bytes;
     case WeightType::kQ8_0:
       return m > max_small_m_q8_0() ? std::max(avx512::gemm_q8_0_scratch_bytes(m, w.n_in),
                                          avx512::gemm_q8_0_bf16_scratch_bytes(m, w.n_in, w.n_out))

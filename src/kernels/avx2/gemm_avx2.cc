@@ -154,8 +154,8 @@ struct FmaKernel {
     int64_t k = 0;
     for (; k + 16 <= n_in; k += 16) {
       step<0>(wc, xr, k, acc);
-      if constexpr (R <= 2) prefetch_line<C>(wc, k);
       if constexpr (R <= 2) {
+        prefetch_line<C>(wc, k);
         step<1>(wc, xr, k, acc2);
       } else {
         step<1>(wc, xr, k, acc);
