@@ -252,16 +252,21 @@ inline __m256i bit_to_4(__m256i v, int bit) {
 
 // dot[r][h] += one 32-block of a nibble panel (4-bit codes, kFive: plus the fifth-bit vector at
 // byte 256, kLut: IQ4_NL's signed codebook values from `table`) against the block's 32
-// activation codes of rows r0..; h: the panel's two halves of 8 outputs. One 32-byte load holds
-// two quads of 8 outputs. Unsigned codes (up to 31) go to vpmaddubsw directly, two quads' pair sums
-// (2 · 31 · 127 each) still fitting 16 bits; the signed codebook values use the sign trick, each
-// quad widened on its own (2 · 127 · 127).
+// activation codes of rows r0.., each output's 32-input sum times its lane of `scale`
+// (h: the panel's two halves of 8 outputs; int16 (s, s) pairs, vpmaddwd's multiplier: ones for
+// the legacy types, the sub-block scales for the K-quants). One 32-byte load holds two quads of
+// 8 outputs. Unsigned codes go to vpmaddubsw directly and their pair sums add in int16 before
+// widening, within 2^15 with activation codes within ±127: 4-bit codes over the whole block
+// (4 nibble vectors · 2 quads · 2 · 15 · 127 = 30480), 5-bit ones two nibble vectors at a time
+// (2 · 2 · 2 · 31 · 127 = 31496); the signed codebook values use the sign trick, each quad
+// widened on its own (2 · 127 · 127). Every sum is exact.
 template <int R, bool kFive, bool kLut>
 [[gnu::always_inline]] inline void dot_nibble_block(__m256i (&dot)[R][2], const uint8_t* block,
                                                     const Q8Activations& xq, int64_t r0,
-                                                    int64_t blk, __m256i table) {
+                                                    int64_t blk, __m256i table,
+                                                    const __m256i (&scale)[2]) {
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256i pairs[R][2] = {};  // unsigned codes: the int16 pair sums since the last widening
   for (int t = 0; t < 4; ++t) {
     const uint8_t* q = block + t * 64;
     prefetch_l1(reinterpret_cast<const char*>(q) + 1024);
@@ -294,12 +299,16 @@ template <int R, bool kFive, bool kLut>
                                                   _mm256_sign_epi8(xa, lo[h]));
           const __m256i pb = _mm256_maddubs_epi16(_mm256_sign_epi8(hi[h], hi[h]),
                                                   _mm256_sign_epi8(xb, hi[h]));
-          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, ones16));
-          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, ones16));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pa, scale[h]));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pb, scale[h]));
         } else {
           const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
                                              _mm256_maddubs_epi16(hi[h], xb));
-          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p, ones16));
+          const bool first = kFive ? t % 2 == 0 : t == 0;
+          pairs[r][h] = first ? p : _mm256_add_epi16(pairs[r][h], p);
+          if (kFive ? t % 2 == 1 : t == 3) {
+            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pairs[r][h], scale[h]));
+          }
         }
       }
     }
@@ -313,12 +322,16 @@ __m256i iq4_table() {
 }
 
 // Q4_K panels, codes 0..15, Q5_K (kFive), 0..31, and IQ4_XS (kXs: signed codebook values, signed
-// scales, no mins). Per 32-input sub-block: d·sc·d_x times the dot, plus -dmin·mn·d_x·Σx_q (see
-// avx512/gemm_panels_avx512.cc).
+// scales, no mins), as avx512/gemm_panels_avx512.cc computes them: each 32-input sub-block's dot
+// times its 6-bit scale (vpmaddwd's multiplier in dot_nibble_block) sums over the super-block in
+// int32, and the mins' term Σ mn · Σx_q too (vpmaddubsw of the panel's mins against the
+// sub-blocks' code sums split into 128 · hi + lo); then per 256 inputs one
+// acc += d·d_x·Σ sc·dot - dmin·d_x·Σ mn·Σx_q. The same integers and the same f32 operations per
+// output as the AVX-512 kernel, so both give the same bits.
 template <WeightType kType>
 struct Q45KTile {
-  // Decode is bound by the unpacking and scale work here, not by the weight streams: 2 and 4
-  // panels per tile measured slower than 1 (Q4_K, 2 threads, share 0.55 -> 0.48-0.53).
+  // Decode was bound by the unpacking and the per-sub-block f32 scale work (2 and 4 panels per
+  // tile measured slower than 1 then: Q4_K, 2 threads, share 0.55 -> 0.48-0.53).
   static constexpr int kDecodePanels = 1;
   template <int R, int P>
   static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
@@ -335,47 +348,69 @@ struct Q45KTile {
       for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < w.n_in / 256; ++g) {
-      for (int sub = 0; sub < 8; ++sub) {
-        const int64_t blk = g * 8 + sub;
 #pragma GCC unroll 4
-        for (int p = 0; p < P; ++p) {
-          const uint8_t* scales = w.q4k_panel_scales(panel0 + p, g);
-          __m256i dot[R][2];
-          for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-          dot_nibble_block<R, kFive, kXs>(dot, codes[p] + blk * kBlockBytes, xq, r0, blk, table);
-          __m256 sc[2];
-          __m256 mn[2];
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* scales = w.q4k_panel_scales(panel0 + p, g);
+        __m256i isum[R][2];
+        for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
+        for (int sub = 0; sub < 8; ++sub) {
+          // Row j's scale as the int16 pair (sc, sc) of its 32-bit lane.
+          __m256i sc[2];
           for (int h = 0; h < 2; ++h) {
-            const __m256 d = _mm256_cvtph_ps(
-                _mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-            if constexpr (kXs) {
-              const uint8_t* s8 = scales + detail::kIq4XsScOffset + sub * kQ8Panel + 8 * h;
-              sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
-                                    d);
-            } else {
-              const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(
-                  reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
-              const uint8_t* s8 = scales + detail::kQ4KScOffset + sub * kQ8Panel + 8 * h;
-              // Rows 8h..8h + 7 hold their 4 mins of sub-blocks 4 (sub / 4) .. + 3 in 4 bytes.
-              const __m256i m4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                  scales + detail::q4k_mn_index(sub & ~3, 8 * h)));
-              const __m256i m8 = _mm256_and_si256(
-                  _mm256_srl_epi32(m4, _mm_cvtsi32_si128(8 * (sub % 4))), _mm256_set1_epi32(0xFF));
-              sc[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s8)))),
-                                    d);
-              mn[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(m8), dmin);
+            const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(
+                scales + (kXs ? detail::kIq4XsScOffset : detail::kQ4KScOffset) + sub * kQ8Panel +
+                8 * h));
+            const __m256i s32 = kXs ? _mm256_cvtepi8_epi32(s8) : _mm256_cvtepu8_epi32(s8);
+            sc[h] = _mm256_blend_epi16(s32, _mm256_slli_epi32(s32, 16), 0xAA);
+          }
+          dot_nibble_block<R, kFive, kXs>(isum, codes[p] + (g * 8 + sub) * kBlockBytes, xq, r0,
+                                          g * 8 + sub, table, sc);
+        }
+        for (int h = 0; h < 2; ++h) {
+          const __m256 d = _mm256_cvtph_ps(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+          __m256 dmin = _mm256_setzero_ps();
+          __m256i mn[2];
+          if constexpr (!kXs) {
+            dmin = _mm256_cvtph_ps(_mm_load_si128(
+                reinterpret_cast<const __m128i*>(scales + detail::kQ4KDminOffset + 16 * h)));
+            // Rows 8h..8h + 7: their 4 mins of sub-blocks 0-3, then of sub-blocks 4-7.
+            for (int i = 0; i < 2; ++i) {
+              mn[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                  scales + detail::q4k_mn_index(4 * i, 8 * h)));
             }
           }
           for (int r = 0; r < R; ++r) {
-            const float dx = xq.xd(r0 + r)[blk];
-            const __m256 vdx = _mm256_set1_ps(dx);
-            const __m256 vmin = _mm256_set1_ps(-dx * static_cast<float>(xq.sum(r0 + r)[blk]));
-            for (int h = 0; h < 2; ++h) {
-              acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
-                                             _mm256_mul_ps(sc[h], vdx), acc[r][p][h]);
-              if constexpr (!kXs) acc[r][p][h] = _mm256_fmadd_ps(mn[h], vmin, acc[r][p][h]);
+            const float dx = xq.xd(r0 + r)[g * 8];  // one scale per 256 (activation_group)
+            acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]),
+                                           _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[r][p][h]);
+            if constexpr (!kXs) {
+              // The sub-blocks' code sums s = 128 · hi + lo (lo 0..127, hi -32..31), four of
+              // each per dword; |mn · lo| pair sums stay within vpmaddubsw's 16 bits (2·63·127).
+              const int32_t* s = xq.sum(r0 + r) + g * 8;
+              uint32_t lo[2] = {0, 0};
+              uint32_t hi[2] = {0, 0};
+              for (int i = 0; i < 8; ++i) {
+                lo[i / 4] |= static_cast<uint32_t>(s[i] & 127) << (8 * (i % 4));
+                hi[i / 4] |= (static_cast<uint32_t>(s[i] >> 7) & 0xFF) << (8 * (i % 4));
+              }
+              const __m256i ones16 = _mm256_set1_epi16(1);
+              __m256i ilo = _mm256_setzero_si256();
+              __m256i ihi = _mm256_setzero_si256();
+              for (int i = 0; i < 2; ++i) {
+                ilo = _mm256_add_epi32(
+                    ilo, _mm256_madd_epi16(
+                             _mm256_maddubs_epi16(mn[i], _mm256_set1_epi32(static_cast<int>(lo[i]))),
+                             ones16));
+                ihi = _mm256_add_epi32(
+                    ihi, _mm256_madd_epi16(
+                             _mm256_maddubs_epi16(mn[i], _mm256_set1_epi32(static_cast<int>(hi[i]))),
+                             ones16));
+              }
+              const __m256i imin = _mm256_add_epi32(ilo, _mm256_slli_epi32(ihi, 7));
+              acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin),
+                                             _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)),
+                                             acc[r][p][h]);
             }
           }
         }
@@ -536,6 +571,7 @@ struct LegacyTile {
     constexpr int kOffset = kFive ? 16 : 8;
     constexpr int64_t kBlockBytes = kFive ? 320 : 256;
     const __m256i table = iq4_table();
+    const __m256i ones[2] = {_mm256_set1_epi16(1), _mm256_set1_epi16(1)};
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
     for (int p = 0; p < P; ++p) codes[p] = w.nibble_panel(panel0 + p);
@@ -552,7 +588,8 @@ struct LegacyTile {
                                       ? _mm256_setzero_si256()
                                       : _mm256_set1_epi32(-kOffset * xq.sum(r0 + r)[blk]);
         }
-        dot_nibble_block<R, kFive, kLut>(dot, codes[p] + blk * kBlockBytes, xq, r0, blk, table);
+        dot_nibble_block<R, kFive, kLut>(dot, codes[p] + blk * kBlockBytes, xq, r0, blk, table,
+                                         ones);
         const uint16_t* scales = w.q4_panel_scales(panel0 + p, blk);
         __m256 wd[2];
         __m256 wm[2];
