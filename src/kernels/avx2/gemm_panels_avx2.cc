@@ -304,9 +304,11 @@ template <int R, bool kFive, bool kLut>
         } else {
           const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
                                              _mm256_maddubs_epi16(hi[h], xb));
-          const bool first = kFive ? t % 2 == 0 : t == 0;
+          // Several rows (prefill) widen every vector: their int16 sums would take registers
+          // the tile does not have.
+          const bool first = R > 1 || (kFive ? t % 2 == 0 : t == 0);
           pairs[r][h] = first ? p : _mm256_add_epi16(pairs[r][h], p);
-          if (kFive ? t % 2 == 1 : t == 3) {
+          if (R > 1 || (kFive ? t % 2 == 1 : t == 3)) {
             dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pairs[r][h], scale[h]));
           }
         }
