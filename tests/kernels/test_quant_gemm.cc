@@ -176,6 +176,35 @@ TEST(QuantGemm, Avx2EqualsQuantizedActivationReference) {
   check_int8_kernels(cpu::Isa::kAvx2, 500);
 }
 
+// Types whose AVX2 and AVX512-VNNI kernels do the same integer sums and the same f32 operations
+// per output, in the same order: their outputs are bitwise equal, so a model's tokens do not
+// depend on which of the two a CPU runs.
+TEST(QuantGemm, Avx2AndVnniGiveTheSameBits) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512-VNNI/BF16 on this CPU";
+  uint32_t seed = 900;
+  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K,
+                          WeightType::kIQ4_XS}) {
+    for (const Shape& s : shapes_for(type)) {
+      ++seed;
+      const auto bytes = random_block_bytes(type, s.n_out * s.n_in, seed);
+      const auto x = random_floats(s.m * s.n_in, seed + 3, -2.0f, 2.0f);
+      std::vector<float> y[2];
+      const cpu::Isa isas[2] = {cpu::Isa::kAvx2, cpu::Isa::kAvx512Bf16};
+      for (int i = 0; i < 2; ++i) {
+        testing::IsaScope scope(isas[i]);
+        const PackedLinear linear =
+            PackedLinear::pack(bytes.data(), type, s.n_out, s.n_in, MatmulPrecision::kAuto);
+        y[i].resize(static_cast<size_t>(s.m * s.n_out));
+        AlignedBuffer scratch(linear.scratch_bytes(s.m));
+        linear.forward(y[i].data(), x.data(), s.m, scratch.data());
+      }
+      EXPECT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)))
+          << weight_type_info(type).name << " m=" << s.m << " n_out=" << s.n_out
+          << " n_in=" << s.n_in;
+    }
+  }
+}
+
 TEST(QuantGemm, Q8_0Bf16SlabsMatchBf16Reference) {
   // oneDNN's bf16 matmul is limited to the selected ISA (VELLUM_ISA may lower it).
   if (cpu::selected_isa() < cpu::Isa::kAvx512Bf16) {
