@@ -27,6 +27,20 @@ void dot_rows(float* y, const float* x, int64_t m, int64_t n_in, int64_t n_out, 
 
 }  // namespace
 
+void pack_sum_quads(const Q8Activations& q, int64_t r) {
+  const int32_t* sum = q.sum(r);
+  uint32_t* quads = q.sum_quads(r);
+  for (int64_t g = 0; g < q.n_in / 256; ++g) {
+    uint32_t* out = quads + 4 * g;  // lo[2], hi[2]
+    out[0] = out[1] = out[2] = out[3] = 0;
+    for (int i = 0; i < 8; ++i) {
+      const int32_t s = sum[g * 8 + i];
+      out[i / 4] |= static_cast<uint32_t>(s & 127) << (8 * (i % 4));
+      out[2 + i / 4] |= (static_cast<uint32_t>(s >> 7) & 0xFF) << (8 * (i % 4));
+    }
+  }
+}
+
 float PackedWeights::q4k_weight(int64_t j, int64_t k) const {
   const uint8_t* scales = q4k_panel_scales(j / kQ8Panel, k / 256);
   const int64_t lane = j % kQ8Panel;

@@ -150,8 +150,9 @@ struct PackedWeights {
 // Activations quantized for the panel kernels (AVX-512 and AVX2), per row of n_in values (a
 // multiple of 32): xq int8 codes (n_in), and per 32-block the sum of the block's codes (int32;
 // for the Q8_0 weights' +128 offset and the Q4_K mins), d_x (f32), and the sum of the block's
-// first 16 codes (int32; the 16-input sub-blocks of Q2_K, Q3_K and Q6_K). d_x is one scale per
-// activation_group(type) values (each 32-block stores its group's).
+// first 16 codes (int32; the 16-input sub-blocks of Q2_K, Q3_K and Q6_K), then per 256-block
+// 16 bytes of sum_quads. d_x is one scale per activation_group(type) values (each 32-block
+// stores its group's).
 // Values per activation scale for the panel kernels of `type`: 256 for the K-quants and IQ4_XS
 // (GGML's Q8_K: the kernels sum a whole 256-block's scaled sub-block dots in int32 and apply
 // d_w · d_x once), 32 for Q8_0 and the legacy types (GGML's Q8_0).
@@ -170,7 +171,9 @@ inline int64_t activation_group(WeightType type) {
 struct Q8Activations {
   int64_t n_in;
   uint8_t* base;
-  static size_t row_bytes(int64_t n_in) { return static_cast<size_t>(n_in + 3 * n_in / 8); }
+  static size_t row_bytes(int64_t n_in) {
+    return static_cast<size_t>(n_in + 3 * n_in / 8 + n_in / 256 * 16);
+  }
   static size_t scratch_bytes(int64_t m, int64_t n_in) {
     return static_cast<size_t>(m) * row_bytes(n_in) + 64;
   }
@@ -181,7 +184,17 @@ struct Q8Activations {
   int32_t* sum_lo(int64_t r) const {
     return reinterpret_cast<int32_t*>(row(r) + n_in + n_in / 4);
   }
+  // Activations quantized per 256 (activation_group): per 256-block, the 8 sub-blocks' code sums
+  // s = 128 · hi + lo (lo 0..127, hi -32..31: |s| <= 4064) as signed bytes, four per dword:
+  // lo of sub-blocks 0-3, of 4-7, then hi of 0-3, of 4-7. The Q4_K / Q5_K kernels' mins term
+  // multiplies them with the panel's 4 mins per row in one vpmaddubsw / vpdpbusd each.
+  uint32_t* sum_quads(int64_t r) const {
+    return reinterpret_cast<uint32_t*>(row(r) + n_in + 3 * n_in / 8);
+  }
 };
+
+// Fills q.sum_quads(r) from q.sum(r) (rows quantized per 256).
+void pack_sum_quads(const Q8Activations& q, int64_t r);
 
 // y (m, n_out) = x (m, n_in) · Wᵀ on the packed layout, scalar code (Isa::kScalar, and
 // the types that have no kernel for the selected ISA).

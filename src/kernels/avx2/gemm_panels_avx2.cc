@@ -387,15 +387,10 @@ struct Q45KTile {
             acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]),
                                            _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[r][p][h]);
             if constexpr (!kXs) {
-              // The sub-blocks' code sums s = 128 · hi + lo (lo 0..127, hi -32..31), four of
-              // each per dword; |mn · lo| pair sums stay within vpmaddubsw's 16 bits (2·63·127).
-              const int32_t* s = xq.sum(r0 + r) + g * 8;
-              uint32_t lo[2] = {0, 0};
-              uint32_t hi[2] = {0, 0};
-              for (int i = 0; i < 8; ++i) {
-                lo[i / 4] |= static_cast<uint32_t>(s[i] & 127) << (8 * (i % 4));
-                hi[i / 4] |= (static_cast<uint32_t>(s[i] >> 7) & 0xFF) << (8 * (i % 4));
-              }
+              // The sub-blocks' code sums as two quads of lo and two of hi bytes (sum_quads);
+              // |mn · lo| pair sums stay within vpmaddubsw's 16 bits (2 · 63 · 127).
+              const uint32_t* lo = xq.sum_quads(r0 + r) + g * 4;
+              const uint32_t* hi = lo + 2;
               const __m256i ones16 = _mm256_set1_epi16(1);
               __m256i ilo = _mm256_setzero_si256();
               __m256i ihi = _mm256_setzero_si256();
@@ -629,8 +624,10 @@ void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights
                 void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
   const int64_t group = detail::activation_group(w.type);
-  threads::parallel_for(m, m >= 16,
-                        [&](int64_t r) { quantize_row(xq, r, x + r * w.n_in, group); });
+  threads::parallel_for(m, m >= 16, [&](int64_t r) {
+    quantize_row(xq, r, x + r * w.n_in, group);
+    if (group == 256) detail::pack_sum_quads(xq, r);
+  });
   if (m == 1) {
     run_tiles<Tile, 1, Tile::kDecodePanels>(y, xq, w, m);
   } else {

@@ -73,8 +73,10 @@ Q8Activations quantize_rows(const float* x, int64_t m, const detail::PackedWeigh
                             void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
   const int64_t group = detail::activation_group(w.type);
-  threads::parallel_for(m, m >= 16,
-                        [&](int64_t r) { quantize_row(xq, r, x + r * w.n_in, group); });
+  threads::parallel_for(m, m >= 16, [&](int64_t r) {
+    quantize_row(xq, r, x + r * w.n_in, group);
+    if (group == 256) detail::pack_sum_quads(xq, r);
+  });
   return xq;
 }
 
@@ -329,15 +331,9 @@ struct Q45KPanelKernel {
                                       acc[r][p]);
         }
         if constexpr (!kXs) {
-          // The sub-blocks' code sums s = 128 · hi + lo (lo 0..127, hi -32..31: |s| <= 4064),
-          // as two quads of signed bytes each (sub-blocks 0-3 and 4-7).
-          const int32_t* s = xq.sum(r0 + r) + g * 8;
-          uint32_t lo[2] = {0, 0};
-          uint32_t hi[2] = {0, 0};
-          for (int i = 0; i < 8; ++i) {
-            lo[i / 4] |= static_cast<uint32_t>(s[i] & 127) << (8 * (i % 4));
-            hi[i / 4] |= (static_cast<uint32_t>(s[i] >> 7) & 0xFF) << (8 * (i % 4));
-          }
+          // The sub-blocks' code sums as two quads of lo and two of hi bytes (sum_quads).
+          const uint32_t* lo = xq.sum_quads(r0 + r) + g * 4;
+          const uint32_t* hi = lo + 2;
           #pragma GCC unroll 4
           for (int p = 0; p < P; ++p) {
             const uint8_t* mn = scales[p] + detail::kQ4KMnOffset;
