@@ -193,6 +193,10 @@ struct Q8Activations {
   }
 };
 
+// Whether the panel kernels of `type` read sum_quads (the types with mins per sub-block).
+inline bool uses_sum_quads(WeightType type) {
+  return type == WeightType::kQ4_K || type == WeightType::kQ5_K;
+}
 // Fills q.sum_quads(r) from q.sum(r) (rows quantized per 256).
 void pack_sum_quads(const Q8Activations& q, int64_t r);
 

@@ -332,8 +332,9 @@ __m256i iq4_table() {
 // output as the AVX-512 kernel, so both give the same bits.
 template <WeightType kType>
 struct Q45KTile {
-  // Decode was bound by the unpacking and the per-sub-block f32 scale work (2 and 4 panels per
-  // tile measured slower than 1 then: Q4_K, 2 threads, share 0.55 -> 0.48-0.53).
+  // One weight stream per thread in decode: 2 and 4 panels per tile measured slower, before and
+  // after the int32 super-block sums (Q4_K, 2 threads, share of the read bandwidth 0.62-0.66 ->
+  // 0.42-0.44 with 2, 0.41-0.47 with 4).
   static constexpr int kDecodePanels = 1;
   template <int R, int P>
   static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
@@ -626,7 +627,7 @@ void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights
   const int64_t group = detail::activation_group(w.type);
   threads::parallel_for(m, m >= 16, [&](int64_t r) {
     quantize_row(xq, r, x + r * w.n_in, group);
-    if (group == 256) detail::pack_sum_quads(xq, r);
+    if (detail::uses_sum_quads(w.type)) detail::pack_sum_quads(xq, r);
   });
   if (m == 1) {
     run_tiles<Tile, 1, Tile::kDecodePanels>(y, xq, w, m);

@@ -75,7 +75,7 @@ Q8Activations quantize_rows(const float* x, int64_t m, const detail::PackedWeigh
   const int64_t group = detail::activation_group(w.type);
   threads::parallel_for(m, m >= 16, [&](int64_t r) {
     quantize_row(xq, r, x + r * w.n_in, group);
-    if (group == 256) detail::pack_sum_quads(xq, r);
+    if (detail::uses_sum_quads(w.type)) detail::pack_sum_quads(xq, r);
   });
   return xq;
 }
