@@ -28,7 +28,7 @@ const char* phase_name(Phase phase) {
     case Phase::kGemmFfn: return "GEMM feed-forward";
     case Phase::kGemmLmHead: return "GEMM LM head";
     case Phase::kAttention: return "attention";
-    case Phase::kElementwise: return "elementwise (norm, rope+KV, act)";
+    case Phase::kElementwise: return "elementwise (rope+KV, other)";
     case Phase::kCommunication: return "communication";
     case Phase::kSampling: return "sampling";
     case Phase::kScheduler: return "scheduler";

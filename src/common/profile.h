@@ -13,11 +13,15 @@
 namespace vellum::profile {
 
 enum class Phase : int {
-  kGemmAttention,  // QKV and attention-output projections
-  kGemmFfn,        // gate/up and down projections (MoE: routing and experts)
+  // The decoder's input norms, residual adds and gated activations run fused with the products
+  // that read them (kernels/input_rows.h), so they count in the GEMM phases.
+  kGemmAttention,  // QKV (with its input norm) and attention-output projections
+  kGemmFfn,        // gate/up (with its input norm) and down (with the activation) projections;
+                   // MoE: routing and experts
   kGemmLmHead,     // the output projection
   kAttention,      // paged attention
-  kElementwise,    // embedding lookup, norms, RoPE with the KV cache write, biases, activations, residual adds
+  kElementwise,    // embedding lookup, RoPE with the KV cache write, q/k norms, biases, the
+                   // last layer's residual add and the output norm
   kCommunication,  // tensor-parallel all-reduces, pipeline sends and receives
   kSampling,       // the sampler, structured-output masks, logprobs
   kScheduler,      // scheduling and applying a step's results

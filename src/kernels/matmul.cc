@@ -581,9 +581,16 @@ size_t PackedLinear::scratch_bytes(int64_t m) const {
 }
 
 void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) const {
+  forward(y, InputRows(x, impl_->weights.n_in), m, scratch);
+}
+
+void PackedLinear::forward(float* y, const InputRows& rows, int64_t m, void* scratch) const {
   const PackedWeights& w = impl_->weights;
   if (m <= 0) return;
+  VELLUM_ASSERT(rows.n_in() == w.n_in);
   if (!impl_->parts.empty()) {
+    // Every part reads the same rows: produce them once.
+    const float* x = rows.matrix(m);
     size_t part_scratch = 0;
     for (const PackedLinear& part : impl_->parts) {
       part_scratch = std::max(part_scratch, part.scratch_bytes(m));
@@ -592,30 +599,32 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
                                              round_up(static_cast<int64_t>(part_scratch), 64));
     for (size_t i = 0; i < impl_->parts.size(); ++i) {
       const PackedLinear& part = impl_->parts[i];
-      const int64_t rows = part.n_out();
+      const int64_t part_rows = part.n_out();
       part.forward(part_y, x, m, scratch);
-      threads::parallel_for(m, m * rows >= 65536, [&](int64_t r) {
-        std::memcpy(y + r * w.n_out + impl_->part_offsets[i], part_y + r * rows,
-                    static_cast<size_t>(rows) * sizeof(float));
+      threads::parallel_for(m, m * part_rows >= 65536, [&](int64_t r) {
+        std::memcpy(y + r * w.n_out + impl_->part_offsets[i], part_y + r * part_rows,
+                    static_cast<size_t>(part_rows) * sizeof(float));
       });
     }
     return;
   }
+  // The kernels that quantize their activations or round them to bf16 take `rows` as given
+  // (produced rows are converted from L1); the others read f32 rows (rows.matrix(m)).
   const cpu::Isa isa = cpu::selected_isa();
   // AVX2 dense (f32/f16/bf16) weights; the quantized types are dispatched below.
   if (isa == cpu::Isa::kAvx2) {
     switch (w.type) {
-      case WeightType::kF32: avx2::gemm_f32(y, x, m, w); return;
-      case WeightType::kF16: avx2::gemm_f16(y, x, m, w); return;
-      case WeightType::kBF16: avx2::gemm_bf16(y, x, m, w, scratch); return;
+      case WeightType::kF32: avx2::gemm_f32(y, rows.matrix(m), m, w); return;
+      case WeightType::kF16: avx2::gemm_f16(y, rows.matrix(m), m, w); return;
+      case WeightType::kBF16: avx2::gemm_bf16(y, rows.matrix(m), m, w, scratch); return;
       default: break;
     }
   }
   if (isa < cpu::Isa::kAvx512) {
     if (isa >= cpu::Isa::kAvx2 && weight_type_info(w.type).quantized) {
-      avx2::gemm_quant(y, x, m, w, scratch);
+      avx2::gemm_quant(y, rows, m, w, scratch);
     } else {
-      detail::gemm_scalar(y, x, m, w);
+      detail::gemm_scalar(y, rows.matrix(m), m, w);
     }
     return;
   }
@@ -624,46 +633,46 @@ void PackedLinear::forward(float* y, const float* x, int64_t m, void* scratch) c
   switch (w.type) {
     case WeightType::kF32:
       if (onednn) {
-        impl_->onednn->run(y, x, m, scratch);
+        impl_->onednn->run(y, rows.matrix(m), m, scratch);
       } else {
-        avx512::gemm_f32(y, x, m, w);
+        avx512::gemm_f32(y, rows.matrix(m), m, w);
       }
       return;
     case WeightType::kF16:
-      avx512::gemm_f16(y, x, m, w);
+      avx512::gemm_f16(y, rows.matrix(m), m, w);
       return;
     case WeightType::kBF16:
       if (!has_bf16) {
-        avx512::gemm_bf16_fma(y, x, m, w);
+        avx512::gemm_bf16_fma(y, rows.matrix(m), m, w);
       } else if (onednn) {
         auto* x_bf16 = static_cast<uint16_t*>(scratch);  // (m, n_in)
-        avx512::convert_f32_to_bf16(x_bf16, x, m * w.n_in);
+        avx512::convert_rows_to_bf16(x_bf16, rows, m);
         impl_->onednn->run(y, x_bf16, m,
                            static_cast<uint8_t*>(scratch) +
                                round_up(static_cast<int64_t>(
                                             avx512::gemm_bf16_scratch_bytes(m, w.n_in)), 64));
       } else {
-        avx512::gemm_bf16_dot(y, x, m, w, scratch);
+        avx512::gemm_bf16_dot(y, rows, m, w, scratch);
       }
       return;
     case WeightType::kQ8_0:
       if (onednn) {
-        avx512::gemm_q8_0_bf16(y, x, m, w, *impl_->onednn_q8, scratch);
+        avx512::gemm_q8_0_bf16(y, rows.matrix(m), m, w, *impl_->onednn_q8, scratch);
       } else if (has_bf16) {
-        avx512::gemm_q8_0_vnni(y, x, m, w, scratch);
+        avx512::gemm_q8_0_vnni(y, rows, m, w, scratch);
       } else {
-        avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
+        avx2::gemm_quant(y, rows, m, w, scratch);  // AVX-512 without VNNI
       }
       return;
     default:  // the other quantized types
       if (!has_bf16) {
-        avx2::gemm_quant(y, x, m, w, scratch);  // AVX-512 without VNNI
+        avx2::gemm_quant(y, rows, m, w, scratch);  // AVX-512 without VNNI
       } else if (is_q45_k_panel_type(w.type)) {
-        avx512::gemm_q45_k_vnni(y, x, m, w, scratch);
+        avx512::gemm_q45_k_vnni(y, rows, m, w, scratch);
       } else if (is_k16_panel_type(w.type)) {
-        avx512::gemm_k16_vnni(y, x, m, w, scratch);
+        avx512::gemm_k16_vnni(y, rows, m, w, scratch);
       } else {
-        avx512::gemm_q4_legacy_vnni(y, x, m, w, scratch);
+        avx512::gemm_q4_legacy_vnni(y, rows, m, w, scratch);
       }
       return;
   }

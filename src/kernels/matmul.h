@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/input_rows.h"
 #include "kernels/kernels.h"
 
 namespace vellum::kernels {
@@ -72,6 +73,11 @@ class PackedLinear {
   // y: (m, n_out) f32, x: (m, n_in) f32; y must not alias x. scratch: scratch_bytes(m) bytes,
   // 64-byte aligned, owned by the caller (may be null when scratch_bytes(m) == 0).
   void forward(float* y, const float* x, int64_t m, void* scratch) const;
+  // The same with the rows given as InputRows: produced rows are made one at a time and
+  // quantized or rounded to bf16 from L1 by the kernels that convert their input; the others
+  // produce them into the rows' staging matrix first. Bitwise the same as forward() on the
+  // matrix of produced rows.
+  void forward(float* y, const InputRows& rows, int64_t m, void* scratch) const;
   size_t scratch_bytes(int64_t m) const;
   // Whether forward() with m rows runs a oneDNN primitive (which must not run inside a
   // threads::run_as_team scope: it opens its own OpenMP region).

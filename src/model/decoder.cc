@@ -87,8 +87,10 @@ class DecoderModel final : public Model {
   // whole rows on tensor-parallel rank 0.
   void lm_head_forward(float* logits, const float* x, int64_t num_logits);
   void* matmul_scratch(int64_t m);
-  void feed_forward(DecoderLayer& layer, float* out, const float* h, int64_t num_tokens,
-                    void* scratch);
+  // out = FFN(h): h's rows may be produced on demand (the residual add and the FFN norm, fused
+  // with the gate/up product's quantization).
+  void feed_forward(DecoderLayer& layer, float* out, const kernels::InputRows& h,
+                    int64_t num_tokens, void* scratch);
 
   std::shared_ptr<const WeightSource> file_;
   ModelConfig config_;
@@ -356,35 +358,31 @@ void* DecoderModel::matmul_scratch(int64_t m) {
   return need == 0 ? nullptr : grow_bytes(matmul_scratch_, need);
 }
 
-void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const float* h,
+void DecoderModel::feed_forward(DecoderLayer& layer, float* out, const kernels::InputRows& h,
                                 int64_t num_tokens, void* scratch) {
   if (layer.moe) {
     profile::Scope timed(Phase::kGemmFfn);
-    layer.moe->forward(out, h, num_tokens, scratch);
+    layer.moe->forward(out, h.matrix(num_tokens), num_tokens, scratch);
     weight_bytes_read_ += layer.moe->last_weight_bytes_read();
     return;
   }
   const int64_t ff = local_ff_;
   float* gate_up = grow_floats(gate_up_, num_tokens * 2 * ff);  // (T, gate | up)
-  float* act = grow_floats(act_, num_tokens * ff);              // (T, ff)
-  {
-    profile::Scope timed(Phase::kGemmFfn);
-    layer.gate_up.forward(gate_up, h, num_tokens, scratch);
-  }
-  {
-    profile::Scope timed(Phase::kElementwise);
-    const bool geglu = config_.arch.activation == FfnActivation::kGeGlu;
-    kernels::threads::parallel_for(num_tokens, num_tokens * ff >= (1 << 16), [&](int64_t t) {
-      const float* row = gate_up + t * 2 * ff;
-      if (geglu) {
-        kernels::gelu_tanh_mul(act + t * ff, row, row + ff, ff);
-      } else {
-        kernels::silu_mul(act + t * ff, row, row + ff, ff);
-      }
-    });
-  }
+  float* act = grow_floats(act_, num_tokens * ff);  // (T, ff), only if the down product reads f32
   profile::Scope timed(Phase::kGemmFfn);
-  layer.down.forward(out, act, num_tokens, scratch);
+  layer.gate_up.forward(gate_up, h, num_tokens, scratch);
+  // The gated activation of a token's gate and up row, made as the down product's input row
+  // (quantized or rounded to bf16 from L1 there: the (T, ff) activations stay out of memory).
+  const bool geglu = config_.arch.activation == FfnActivation::kGeGlu;
+  const kernels::InputRows::Producer activation = [&](int64_t t, float* dst) {
+    const float* row = gate_up + t * 2 * ff;
+    if (geglu) {
+      kernels::gelu_tanh_mul(dst, row, row + ff, ff);
+    } else {
+      kernels::silu_mul(dst, row, row + ff, ff);
+    }
+  };
+  layer.down.forward(out, kernels::InputRows(activation, act, ff), num_tokens, scratch);
 }
 
 void DecoderModel::finish_forward() {
@@ -482,19 +480,31 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
   }
   Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tp : nullptr;
 
-  // h: the next layer's normed input. Each layer's last residual add and the next layer's first
-  // norm run as one pass (add_rms_norm).
-  if (layer_range_.count > 0) {
-    profile::Scope timed(Phase::kElementwise);
-    kernels::rms_norm(h, x, layers_.front().attn_norm.data(), num_tokens, hidden, eps);
-  }
+  // Each product's input norm is made row by row inside the product (kernels/input_rows.h): the
+  // QKV and gate/up products quantize (or round to bf16) each normed row while it is in L1, so
+  // these ops show in the GEMM phases of a profile. A layer's last residual add (x += its FFN
+  // output) runs in the next layer's input norm (add_rms_norm), the stage's last layer's after
+  // the loop. h is the staging matrix for the products that read f32 rows.
   // l: the layer's index in this stage (its KV pools); layer_range_.begin + l in the model.
   for (int64_t l = 0; l < layer_range_.count; ++l) {
     DecoderLayer& layer = layers_[static_cast<size_t>(l)];
+    const DecoderLayer* previous = l > 0 ? &layers_[static_cast<size_t>(l - 1)] : nullptr;
+    const kernels::InputRows::Producer attention_input = [&](int64_t t, float* dst) {
+      float* xr = x + t * hidden;
+      if (previous == nullptr) {
+        kernels::rms_norm(dst, xr, layer.attn_norm.data(), 1, hidden, eps);
+        return;
+      }
+      float* fr = ffn_out + t * hidden;
+      if (!previous->post_ffn_norm.empty()) {
+        kernels::rms_norm(fr, fr, previous->post_ffn_norm.data(), 1, hidden, eps);
+      }
+      kernels::add_rms_norm(xr, fr, dst, layer.attn_norm.data(), 1, hidden, eps);
+    };
     // Attention block.
     {
       profile::Scope timed(Phase::kGemmAttention);
-      layer.qkv.forward(qkv, h, num_tokens, scratch);
+      layer.qkv.forward(qkv, kernels::InputRows(attention_input, h, hidden), num_tokens, scratch);
     }
     float* q = qkv;
     float* k = qkv + q_width;
@@ -547,30 +557,30 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
       profile::Scope timed(Phase::kCommunication);
       tp->all_reduce_sum(h, num_tokens * hidden);  // row-parallel partial sums
     }
-    {
-      profile::Scope timed(Phase::kElementwise);
+    // The attention output's bias and post-norm, the residual add and the feed-forward norm, per
+    // row inside the gate/up product (h is its own staging: a row only reads itself).
+    const kernels::InputRows::Producer ffn_input = [&](int64_t t, float* dst) {
+      float* hr = h + t * hidden;
       if (!layer.attn_out_bias.empty()) {
-        ops::add_bias(h, num_tokens, hidden, hidden, layer.attn_out_bias.data());
+        ops::add_bias(hr, 1, hidden, hidden, layer.attn_out_bias.data());
       }
       if (!layer.post_attn_norm.empty()) {
-        kernels::rms_norm(h, h, layer.post_attn_norm.data(), num_tokens, hidden, eps);
+        kernels::rms_norm(hr, hr, layer.post_attn_norm.data(), 1, hidden, eps);
       }
-      // The residual add, then the feed-forward block's norm.
-      kernels::add_rms_norm(x, h, h, layer.ffn_norm.data(), num_tokens, hidden, eps);
-    }
-    feed_forward(layer, ffn_out, h, num_tokens, scratch);
+      kernels::add_rms_norm(x + t * hidden, hr, dst, layer.ffn_norm.data(), 1, hidden, eps);
+    };
+    feed_forward(layer, ffn_out, kernels::InputRows(ffn_input, h, hidden), num_tokens, scratch);
     if (tp != nullptr) {
       profile::Scope timed(Phase::kCommunication);
       tp->all_reduce_sum(ffn_out, num_tokens * hidden);
     }
-    profile::Scope timed(Phase::kElementwise);
-    if (!layer.post_ffn_norm.empty()) {
-      kernels::rms_norm(ffn_out, ffn_out, layer.post_ffn_norm.data(), num_tokens, hidden, eps);
-    }
-    if (l + 1 < layer_range_.count) {
-      const std::vector<float>& next_norm = layers_[static_cast<size_t>(l + 1)].attn_norm;
-      kernels::add_rms_norm(x, ffn_out, h, next_norm.data(), num_tokens, hidden, eps);
-    } else {
+    if (l + 1 == layer_range_.count) {
+      // The stage's last layer: the residual stream is complete for the next stage or the LM
+      // head.
+      profile::Scope timed(Phase::kElementwise);
+      if (!layer.post_ffn_norm.empty()) {
+        kernels::rms_norm(ffn_out, ffn_out, layer.post_ffn_norm.data(), num_tokens, hidden, eps);
+      }
       kernels::add_inplace(x, ffn_out, num_tokens * hidden);
     }
   }

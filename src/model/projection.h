@@ -38,6 +38,11 @@ class Projection {
   void forward(float* y, const float* x, int64_t m, void* scratch) const {
     linear_.forward(y, x, m, scratch);
   }
+  // The same with rows that may be produced on demand (kernels/input_rows.h): the op that makes
+  // them runs fused with the kernels' quantization of their input.
+  void forward(float* y, const kernels::InputRows& x, int64_t m, void* scratch) const {
+    linear_.forward(y, x, m, scratch);
+  }
   size_t scratch_bytes(int64_t m) const { return linear_.scratch_bytes(m); }
   bool uses_onednn(int64_t m) const { return linear_.uses_onednn(m); }
 

@@ -621,12 +621,14 @@ struct LegacyTile {
 // Quantizes x, then runs Tile's tiles: decode (m = 1) Tile::kDecodePanels panels per tile, one
 // weight stream each; m >= 2 kRows rows x one panel (compute-bound there).
 template <class Tile>
-void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void run_panels(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
   const int64_t group = detail::activation_group(w.type);
   threads::parallel_for(m, m >= 16, [&](int64_t r) {
-    quantize_row(xq, r, x + r * w.n_in, group);
+    // A produced row is made in this thread's buffer and quantized from L1.
+    float* buffer = x.produced() ? thread_row_buffer(w.n_in) : nullptr;
+    quantize_row(xq, r, x.row(r, buffer), group);
     if (detail::uses_sum_quads(w.type)) detail::pack_sum_quads(xq, r);
   });
   if (m == 1) {
@@ -638,12 +640,12 @@ void run_panels(float* y, const float* x, int64_t m, const detail::PackedWeights
 
 }  // namespace
 
-void gemm_q8_0(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_q8_0(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                void* scratch) {
   run_panels<Q8_0Tile>(y, x, m, w, scratch);
 }
 
-void gemm_q45_k(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_q45_k(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
   switch (w.type) {
     case WeightType::kQ5_K: return run_panels<Q45KTile<WeightType::kQ5_K>>(y, x, m, w, scratch);
@@ -653,7 +655,7 @@ void gemm_q45_k(float* y, const float* x, int64_t m, const detail::PackedWeights
   }
 }
 
-void gemm_k16(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_k16(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
               void* scratch) {
   switch (w.type) {
     case WeightType::kQ3_K: return run_panels<K16Tile<WeightType::kQ3_K>>(y, x, m, w, scratch);
@@ -662,7 +664,7 @@ void gemm_k16(float* y, const float* x, int64_t m, const detail::PackedWeights& 
   }
 }
 
-void gemm_legacy(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_legacy(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                  void* scratch) {
   switch (w.type) {
     case WeightType::kQ4_1: return run_panels<LegacyTile<WeightType::kQ4_1>>(y, x, m, w, scratch);

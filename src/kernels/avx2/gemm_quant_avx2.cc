@@ -6,7 +6,7 @@
 
 namespace vellum::kernels::avx2 {
 
-void gemm_quant(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_quant(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                 void* scratch) {
   switch (w.type) {
     case WeightType::kQ8_0: return gemm_q8_0(y, x, m, w, scratch);

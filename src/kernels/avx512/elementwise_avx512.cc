@@ -104,6 +104,20 @@ void convert_f32_to_bf16(uint16_t* out, const float* x, int64_t n) {
   });
 }
 
+void convert_rows_to_bf16(uint16_t* out, const InputRows& x, int64_t m) {
+  const int64_t n_in = x.n_in();
+  if (!x.produced()) return convert_f32_to_bf16(out, x.matrix(m), m * n_in);
+  // Each row produced into this thread's buffer and rounded while it is in L1.
+  threads::parallel_for(m, m * n_in >= kMinParallelElems, [&](int64_t r) {
+    const float* row = x.row(r, thread_row_buffer(n_in));
+    uint16_t* dst = out + r * n_in;
+    for (int64_t i = 0; i < n_in; i += 16) {
+      const __mmask16 mask = tail_mask(n_in - i);
+      _mm256_mask_storeu_epi16(dst + i, mask, to_bf16(_mm512_maskz_loadu_ps(mask, row + i)));
+    }
+  });
+}
+
 namespace {
 
 void dequantize_row(float* out, const void* row, WeightType type, int64_t dim) {

@@ -86,10 +86,10 @@ size_t gemm_bf16_scratch_bytes(int64_t m, int64_t n_in) {
   return static_cast<size_t>(m * n_in) * sizeof(uint16_t) + 64;
 }
 
-void gemm_bf16_dot(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_bf16_dot(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                    void* scratch) {
   auto* x_bf16 = static_cast<uint16_t*>(scratch);  // (m, n_in)
-  convert_f32_to_bf16(x_bf16, x, m * w.n_in);
+  convert_rows_to_bf16(x_bf16, x, m);
   const DotKernel kernel{y, x_bf16, w.data.as<uint16_t>(), w.n_in, w.n_out};
   run_gemm(m, w.n_out, kernel);
 }

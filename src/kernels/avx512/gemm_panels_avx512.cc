@@ -69,12 +69,14 @@ void quantize_row(const Q8Activations& q, int64_t r, const float* x, int64_t gro
 
 // The m rows of x quantized into scratch for w's kernel (activation_group(w.type) values per
 // scale).
-Q8Activations quantize_rows(const float* x, int64_t m, const detail::PackedWeights& w,
+Q8Activations quantize_rows(const InputRows& x, int64_t m, const detail::PackedWeights& w,
                             void* scratch) {
   const Q8Activations xq{w.n_in, static_cast<uint8_t*>(scratch)};
   const int64_t group = detail::activation_group(w.type);
   threads::parallel_for(m, m >= 16, [&](int64_t r) {
-    quantize_row(xq, r, x + r * w.n_in, group);
+    // A produced row is made in this thread's buffer and quantized from L1.
+    float* buffer = x.produced() ? thread_row_buffer(w.n_in) : nullptr;
+    quantize_row(xq, r, x.row(r, buffer), group);
     if (detail::uses_sum_quads(w.type)) detail::pack_sum_quads(xq, r);
   });
   return xq;
@@ -632,7 +634,7 @@ size_t gemm_q8_0_scratch_bytes(int64_t m, int64_t n_in) {
   return Q8Activations::scratch_bytes(m, n_in);
 }
 
-void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_q8_0_vnni(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                     void* scratch) {
   const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const Q8PanelKernel kernel{y, xq, &w};
@@ -644,7 +646,7 @@ void gemm_q8_0_vnni(float* y, const float* x, int64_t m, const detail::PackedWei
   }
 }
 
-void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_q45_k_vnni(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                      void* scratch) {
   const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
@@ -655,7 +657,7 @@ void gemm_q45_k_vnni(float* y, const float* x, int64_t m, const detail::PackedWe
   }
 }
 
-void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_q4_legacy_vnni(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                          void* scratch) {
   const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
@@ -668,7 +670,7 @@ void gemm_q4_legacy_vnni(float* y, const float* x, int64_t m, const detail::Pack
   }
 }
 
-void gemm_k16_vnni(float* y, const float* x, int64_t m, const detail::PackedWeights& w,
+void gemm_k16_vnni(float* y, const InputRows& x, int64_t m, const detail::PackedWeights& w,
                    void* scratch) {
   const Q8Activations xq = quantize_rows(x, m, w, scratch);
   const auto run = [&](auto kernel) { run_panel_tiles(m, w.n_out, kernel); };
