@@ -507,18 +507,19 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   // Blocks are scattered, so each is a new short stream the hardware prefetcher has to find;
   // prefetching the next tile's K/V rows while this one is computed keeps DRAM busy. The next
   // tile may be the next partition's first: the stream does not stall at partition ends.
+  // Into L2: a tile's K and V rows are 16 KB at head dim 64 (bf16), so the next tile's do not
+  // fit in a 32 KB L1 beside the current one's. The bf16 dot path used non-temporal prefetches
+  // (into L1) from session 12, measured faster then; on 2026-11-28 (Zen 4 guest, same kernel)
+  // T1 was 1.4-1.5x faster in every BM_PagedAttentionLongDecode shape (1 and 2 threads, 4K and
+  // 32K context, 1 and 8 kv heads, 2 interleaved rounds) and reached what a loop that only
+  // reads the same K/V rows in the same order reads per second.
   auto prefetch = [&](const int64_t* offsets, int64_t n) {
     for (int64_t t = 0; t < n; ++t) {
       const char* k_row = reinterpret_cast<const char*>(k_base + offsets[t]);
       const char* v_row = reinterpret_cast<const char*>(v_base + offsets[t]);
       for (size_t line = 0; line < row_bytes; line += 64) {
-        if constexpr (Kv::kDot) {
-          prefetch_nta(k_row + line);
-          prefetch_nta(v_row + line);
-        } else {
-          prefetch_l2(k_row + line);
-          prefetch_l2(v_row + line);
-        }
+        prefetch_l2(k_row + line);
+        prefetch_l2(v_row + line);
       }
     }
   };

@@ -23,12 +23,6 @@ inline void prefetch_l2(const void* p) {
 inline void prefetch_l1(const void* p) {
   __asm__ volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
 }
-// The same with the non-temporal hint. Paged-attention decode on a bf16 cache read with
-// VDPBF16PS (few instructions per byte) measured ~20 % faster with it than with T1 on an AMD EPYC
-// guest (BM_PagedAttentionLongDecode, 2 threads); the f32-converting paths were unchanged by it.
-inline void prefetch_nta(const void* p) {
-  __asm__ volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p)));
-}
 
 // Mask of the first n (0..16) lanes.
 inline __mmask16 tail_mask(int64_t n) {
