@@ -103,7 +103,7 @@ struct FmaKernel {
   // C short streams then start warm instead of each ramping up the hardware prefetcher again,
   // as in avx512/gemm_bf16_avx512.cc. A loop step covers 32 bytes (bf16, f16) or 64 (f32), and
   // a second prefetch of the same line only occupies a fill buffer. (The _mm_prefetch calls
-  // this file had, 1 KB ahead in the same rows, were dropped by GCC 12 -O3: prefetch_l1 is
+  // this file had, 1 KB ahead in the same rows, were dropped by GCC 12 -O3: prefetch_l2 is
   // inline asm. Measured: bf16 and f16 decode from DRAM 0.55 -> 0.65 of the read probe.)
   // Only tiles of 1-2 rows prefetch: larger ones run over a row block whose weights are
   // reused from cache by every row tile, and their prefetches (repeated per row tile) took
@@ -113,7 +113,7 @@ struct FmaKernel {
     if ((k * static_cast<int64_t>(sizeof(T))) % 64 != 0) return;
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      prefetch_l1(wc[c] + C * n_in + k);
+      prefetch_l2(wc[c] + C * n_in + k);
     }
   }
 

@@ -169,7 +169,7 @@ struct Q8_0Tile {
 #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
           const uint8_t* q = panel[p] + (b * 8 + quad) * 64;
-          prefetch_l1(reinterpret_cast<const char*>(q) + kPrefetchBytes);
+          prefetch_l2(reinterpret_cast<const char*>(q) + kPrefetchBytes);
 #pragma GCC unroll 2
           for (int h = 0; h < 2; ++h) {
             const __m256i ws = _mm256_xor_si256(
@@ -269,7 +269,12 @@ template <int R, bool kFive, bool kLut>
   __m256i pairs[R][2] = {};  // unsigned codes: the int16 pair sums since the last widening
   for (int t = 0; t < 4; ++t) {
     const uint8_t* q = block + t * 64;
-    prefetch_l1(reinterpret_cast<const char*>(q) + 1024);
+    // Into L2 for the 4-bit codes, L1 for the 5-bit ones (measured, see kernels/avx2/vec_math.h).
+    if constexpr (kFive) {
+      prefetch_l1(reinterpret_cast<const char*>(q) + 1024);
+    } else {
+      prefetch_l2(reinterpret_cast<const char*>(q) + 1024);
+    }
     __m256i lo[2];
     __m256i hi[2];
     for (int h = 0; h < 2; ++h) {

@@ -17,7 +17,10 @@ namespace vellum::kernels::avx2 {
 // team costs more than the work.
 inline constexpr int64_t kMinParallelElems = 16384;
 
-// See avx512/vec_math.h: a prefetch GCC cannot drop, into L2.
+// See avx512/vec_math.h: a prefetch GCC cannot drop, into L2. The AVX2 decode GEMVs (2 threads,
+// BM_DecodeShare, 2 rounds on 2026-11-28) read faster with it for the dense types (bf16, f16:
+// +20 %), Q8_0 and the 4-bit nibble codes, and slower for the 5-bit codes (Q5_0, Q5_1, Q5_K:
+// -15 to -30 %) and the 16-input K-quant panels (Q6_K -7 %), which keep prefetch_l1.
 inline void prefetch_l2(const void* p) {
   __asm__ volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
 }

@@ -56,7 +56,7 @@ struct FmaKernel {
       #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) {
         wv[c] = Load::load(wc[c] + k);
-        prefetch_l1(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes);
+        prefetch_l2(reinterpret_cast<const char*>(wc[c] + k) + kPrefetchBytes);
       }
       #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {

@@ -49,7 +49,7 @@ struct DotKernel {
         // The same offset in the next tile's rows (contiguous after these: 4 rows on), so the
         // next tile's 4 short streams start warm instead of each ramping up the hardware
         // prefetcher again (decode shares +2-3 points of the read bandwidth, 2 threads).
-        prefetch_l1(reinterpret_cast<const char*>(wc[c] + kColsPerTile * n_in + k));
+        prefetch_l2(reinterpret_cast<const char*>(wc[c] + kColsPerTile * n_in + k));
       }
       #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {

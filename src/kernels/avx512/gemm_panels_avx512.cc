@@ -153,7 +153,7 @@ struct Q8PanelKernel {
         #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
           wv[p] = _mm512_load_si512(wq[p] + offset);
-          prefetch_l1(reinterpret_cast<const char*>(wq[p] + offset) + kPrefetchBytes);
+          prefetch_l2(reinterpret_cast<const char*>(wq[p] + offset) + kPrefetchBytes);
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
@@ -216,7 +216,7 @@ template <int R, int P, bool kFive, bool kLut>
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       const __m512i v = _mm512_load_si512(blocks[p] + t * 64);
-      prefetch_l1(reinterpret_cast<const char*>(blocks[p] + t * 64) + kPrefetchBytes);
+      prefetch_l2(reinterpret_cast<const char*>(blocks[p] + t * 64) + kPrefetchBytes);
       lo[p] = _mm512_and_si512(v, nibble);
       hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
       if constexpr (kLut) {
@@ -553,7 +553,7 @@ struct K16PanelKernel {
               if (pair == 0) {  // the block's lines, half of them per half, 2 KB ahead
                 const char* ahead = reinterpret_cast<const char*>(block) + 2 * kPrefetchBytes;
                 for (int line = half * kLines / 2; line < (half + 1) * kLines / 2; ++line) {
-                  prefetch_l1(ahead + line * 64);
+                  prefetch_l2(ahead + line * 64);
                 }
               }
               k16_quads<kType>(block, half, pair, qa[p], qb[p]);
