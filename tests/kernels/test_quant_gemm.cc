@@ -183,7 +183,7 @@ TEST(QuantGemm, Avx2AndVnniGiveTheSameBits) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512-VNNI/BF16 on this CPU";
   uint32_t seed = 900;
   for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K,
-                          WeightType::kIQ4_XS}) {
+                          WeightType::kIQ4_XS, WeightType::kQ6_K, WeightType::kQ3_K}) {
     for (const Shape& s : shapes_for(type)) {
       ++seed;
       const auto bytes = random_block_bytes(type, s.n_out * s.n_in, seed);

@@ -459,12 +459,17 @@ template <WeightType kType>
   }
 }
 
-// Q6_K, Q3_K and Q2_K panels: 16-input sub-blocks, each dot started from -offset · Σ x_q of its
-// inputs (Q6_K 32, Q3_K 4), Q2_K with its per-sub-block min term (see
-// avx512/gemm_panels_avx512.cc). The two quads' vpmaddubsw pair sums are added in int16 before
-// widening: with codes up to 63 (Q6_K) and activation codes within ±127 (quantize_row) each
-// lane is at most 4 · 63 · 127 = 32004 < 2^15, so the sum is exact (Q6_K widened each quad on
-// its own before: one vpmaddwd and one vpaddd more per quad pair, the same integers).
+// Q6_K, Q3_K and Q2_K panels: 16-input sub-blocks, as avx512/gemm_panels_avx512.cc computes
+// them. Each sub-block's code dot times its scale sums over the super-block in int32: the two
+// quads' vpmaddubsw pair sums are added in int16 (codes up to 63 (Q6_K) against activation codes
+// within ±127 (quantize_row): each lane at most 4 · 63 · 127 = 32004 < 2^15, exact) and widened
+// by vpmaddwd with the scale as the int16 pair (sc, sc) of each output's lane; the codes' offset
+// (Q6_K 32, Q3_K 4) contributes -offset · sc · Σx_q of the sub-block, one vpmaddwd of the scales
+// against (Σx_q, 0), and Q2_K's mins mn · Σx_q the same way into their own int32 sums. Per 256
+// inputs one f32 epilogue: acc += cvt(isum) · (d · d_x) (Q2_K: and cvt(imin) · (dmin · -d_x)).
+// The same integers and f32 operations per output as the AVX-512 kernel, so Q6_K and Q3_K give
+// the same bits on both (Q2_K's AVX-512 kernel applies its mins in f32 per sub-block).
+// |Σ sc · dot| < 2^31: 16 sub-blocks · 16 inputs · 63 · 127 · 128.
 template <WeightType kType>
 struct K16Tile {
   // Two weight streams per thread in decode (Q6_K, 2 threads, share 0.54/0.58/0.51 ->
@@ -473,18 +478,26 @@ struct K16Tile {
   template <int R, int P>
   static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
                   int64_t j0, int num_cols) {
-    constexpr int kOffset = kType == WeightType::kQ6_K ? 32 : kType == WeightType::kQ3_K ? 4 : 0;
+    // log2 of the code offset (Q6_K 32, Q3_K 4; Q2_K has mins instead).
+    constexpr int kOffsetShift = kType == WeightType::kQ6_K ? 5 : kType == WeightType::kQ3_K ? 2 : 0;
     constexpr bool kMin = kType == WeightType::kQ2_K;
     const int64_t block_bytes = w.k16_block_bytes();
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
     for (int p = 0; p < P; ++p) codes[p] = w.k16_panel(panel0 + p);
-    const __m256i ones16 = _mm256_set1_epi16(1);
     __m256 acc[R][P][2];
     for (int r = 0; r < R; ++r) {
       for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < w.n_in / 256; ++g) {
+      __m256i isum[R][P][2];
+      __m256i imin[R][P][2];
+      for (int r = 0; r < R; ++r) {
+        for (int p = 0; p < P; ++p) {
+          isum[r][p][0] = isum[r][p][1] = _mm256_setzero_si256();
+          if constexpr (kMin) imin[r][p][0] = imin[r][p][1] = _mm256_setzero_si256();
+        }
+      }
       for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
 #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
@@ -494,12 +507,38 @@ struct K16Tile {
             prefetch_l1(reinterpret_cast<const char*>(block) + 2048 + line * 64);
           }
           for (int half = 0; half < 2; ++half) {
-            int32_t sum16[R];
-            __m256i dot[R][2];
+            const int64_t sub = (blk % 8) * 2 + half;
+            // Row j's scale as the int16 pair (sc, sc) of its lane, and as (sc, sign) for the
+            // offset or min term against (Σx_q, 0).
+            __m256i sc[2];
+            __m256i sc_lo[2];
+            for (int h = 0; h < 2; ++h) {
+              if constexpr (kMin) {
+                const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    reinterpret_cast<const __m128i*>(scales + detail::kQ2KScOffset +
+                                                     sub * kQ8Panel + 8 * h)));
+                const __m256i low = _mm256_and_si256(s, _mm256_set1_epi32(0xF));
+                sc[h] = _mm256_or_si256(low, _mm256_slli_epi32(low, 16));
+                sc_lo[h] = _mm256_srli_epi32(s, 4);  // the min
+              } else {
+                sc_lo[h] = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
+                    scales + detail::kQ6KScOffset + sub * kQ8Panel + 8 * h)));
+                sc[h] = _mm256_blend_epi16(sc_lo[h], _mm256_slli_epi32(sc_lo[h], 16), 0xAA);
+              }
+            }
             for (int r = 0; r < R; ++r) {
               const int32_t lo_sum = xq.sum_lo(r0 + r)[blk];
-              sum16[r] = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
-              dot[r][0] = dot[r][1] = _mm256_set1_epi32(-kOffset * sum16[r]);
+              const int32_t sum16 = half == 0 ? lo_sum : xq.sum(r0 + r)[blk] - lo_sum;
+              const __m256i s16 = _mm256_set1_epi32(sum16 & 0xFFFF);  // (Σx_q, 0)
+              for (int h = 0; h < 2; ++h) {
+                const __m256i term = _mm256_madd_epi16(sc_lo[h], s16);
+                if constexpr (kMin) {
+                  imin[r][p][h] = _mm256_add_epi32(imin[r][p][h], term);
+                } else {
+                  isum[r][p][h] =
+                      _mm256_sub_epi32(isum[r][p][h], _mm256_slli_epi32(term, kOffsetShift));
+                }
+              }
             }
             for (int pair = 0; pair < 2; ++pair) {
               __m256i qa[2];
@@ -513,42 +552,32 @@ struct K16Tile {
                 for (int h = 0; h < 2; ++h) {
                   const __m256i pa = _mm256_maddubs_epi16(qa[h], xa);
                   const __m256i pb = _mm256_maddubs_epi16(qb[h], xb);
-                  dot[r][h] = _mm256_add_epi32(
-                      dot[r][h], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), ones16));
+                  isum[r][p][h] = _mm256_add_epi32(
+                      isum[r][p][h], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), sc[h]));
                 }
               }
             }
-            const int64_t sub = (blk % 8) * 2 + half;
-            for (int h = 0; h < 2; ++h) {
-              const __m256 d = _mm256_cvtph_ps(
-                  _mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-              __m256 sc;
-              __m256 mn = _mm256_setzero_ps();
-              if constexpr (kMin) {
-                const __m256i s =
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
-                        scales + detail::kQ2KScOffset + sub * kQ8Panel + 8 * h)));
-                const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(
-                    reinterpret_cast<const __m128i*>(scales + detail::kQ2KDminOffset + 16 * h)));
-                sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(s, _mm256_set1_epi32(0xF))),
-                                   d);
-                mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(s, 4)), dmin);
-              } else {
-                sc = _mm256_mul_ps(
-                    _mm256_cvtepi32_ps(
-                        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
-                            scales + detail::kQ6KScOffset + sub * kQ8Panel + 8 * h)))),
-                    d);
-              }
-              for (int r = 0; r < R; ++r) {
-                const float dx = xq.xd(r0 + r)[blk];
-                acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
-                                               _mm256_mul_ps(sc, _mm256_set1_ps(dx)), acc[r][p][h]);
-                if constexpr (kMin) {
-                  acc[r][p][h] = _mm256_fmadd_ps(
-                      mn, _mm256_set1_ps(-dx * static_cast<float>(sum16[r])), acc[r][p][h]);
-                }
-              }
+          }
+        }
+      }
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* scales = w.k16_panel_scales(panel0 + p, g);
+        for (int h = 0; h < 2; ++h) {
+          const __m256 d =
+              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+          __m256 dmin = _mm256_setzero_ps();
+          if constexpr (kMin) {
+            dmin = _mm256_cvtph_ps(_mm_load_si128(
+                reinterpret_cast<const __m128i*>(scales + detail::kQ2KDminOffset + 16 * h)));
+          }
+          for (int r = 0; r < R; ++r) {
+            const float dx = xq.xd(r0 + r)[g * 8];  // one scale per 256 (activation_group)
+            acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][p][h]),
+                                           _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[r][p][h]);
+            if constexpr (kMin) {
+              acc[r][p][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin[r][p][h]),
+                                             _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)),
+                                             acc[r][p][h]);
             }
           }
         }
