@@ -17,6 +17,10 @@
 
 namespace vellum::kernels {
 
+// A buffer of at least n floats (64-byte aligned) owned by the calling thread, for producing one
+// row; it grows as needed and is reused by the thread's later calls.
+float* thread_row_buffer(int64_t n);
+
 class InputRows {
  public:
   // Writes row r (n_in floats) to dst. Called exactly once per row (it may update state such as
@@ -33,9 +37,11 @@ class InputRows {
   int64_t n_in() const { return n_in_; }
   bool produced() const { return produce_ != nullptr; }
 
-  // Row r: its place in the matrix, or `buffer` (n_in floats) after producing the row there.
-  const float* row(int64_t r, float* buffer) const {
+  // Row r: its place in the matrix, or the calling thread's row buffer after producing the row
+  // there (valid until the thread's next row() call).
+  const float* row(int64_t r) const {
     if (produce_ == nullptr) return x_ + r * n_in_;
+    float* buffer = thread_row_buffer(n_in_);
     (*produce_)(r, buffer);
     return buffer;
   }
@@ -49,9 +55,5 @@ class InputRows {
   float* staging_ = nullptr;
   int64_t n_in_ = 0;
 };
-
-// A buffer of at least n floats (64-byte aligned) owned by the calling thread, for producing one
-// row; it grows as needed and is reused by the thread's later calls.
-float* thread_row_buffer(int64_t n);
 
 }  // namespace vellum::kernels

@@ -661,8 +661,7 @@ void run_panels(float* y, const InputRows& x, int64_t m, const detail::PackedWei
   const int64_t group = detail::activation_group(w.type);
   threads::parallel_for(m, m >= 16, [&](int64_t r) {
     // A produced row is made in this thread's buffer and quantized from L1.
-    float* buffer = x.produced() ? thread_row_buffer(w.n_in) : nullptr;
-    quantize_row(xq, r, x.row(r, buffer), group);
+    quantize_row(xq, r, x.row(r), group);
     if (detail::uses_sum_quads(w.type)) detail::pack_sum_quads(xq, r);
   });
   if (m == 1) {

@@ -109,7 +109,7 @@ void convert_rows_to_bf16(uint16_t* out, const InputRows& x, int64_t m) {
   if (!x.produced()) return convert_f32_to_bf16(out, x.matrix(m), m * n_in);
   // Each row produced into this thread's buffer and rounded while it is in L1.
   threads::parallel_for(m, m * n_in >= kMinParallelElems, [&](int64_t r) {
-    const float* row = x.row(r, thread_row_buffer(n_in));
+    const float* row = x.row(r);
     uint16_t* dst = out + r * n_in;
     for (int64_t i = 0; i < n_in; i += 16) {
       const __mmask16 mask = tail_mask(n_in - i);
