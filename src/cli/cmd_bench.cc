@@ -95,7 +95,14 @@ int run_latency(LatencyOptions& o) {
 
   std::printf("model: %s\nthreads: %d, KV cache %s, block size %lld\n", model.describe().c_str(),
               threads, engine::kv_type_name(shape.type), static_cast<long long>(block_size));
-  const double bandwidth_gbps = kernels::measure_read_bandwidth_gbps(size_t{1} << 30, threads);
+  // The read bandwidth the decode's weight rate is compared with: probed right after each
+  // measured iteration's decode (shared machines change their bandwidth between minutes, so a
+  // single probe at the start can belong to another state than the decode it is compared with).
+  const auto probe_bandwidth = [threads] {
+    return kernels::measure_read_bandwidth_gbps(size_t{1} << 30, threads);
+  };
+  std::vector<double> bandwidths;    // one probe per measured iteration
+  std::vector<double> decode_shares; // each iteration's decode weight rate / its probe
 
   std::vector<double> latencies, prefill_times, decode_times;
   profile::set_enabled(o.profile);
@@ -151,8 +158,16 @@ int run_latency(LatencyOptions& o) {
       latencies.push_back(prefill + decode);
       prefill_times.push_back(prefill);
       decode_times.push_back(decode);
+      if (o.output_len > 1) {
+        const double iter_gbps =
+            static_cast<double>(model.weight_bytes_read() - read_before) / decode / 1e9;
+        bandwidths.push_back(probe_bandwidth());
+        decode_shares.push_back(iter_gbps / bandwidths.back());
+      }
     }
   }
+  const double bandwidth_gbps =
+      bandwidths.empty() ? probe_bandwidth() : percentile(bandwidths, 50);
   const double prefill = percentile(prefill_times, 50);
   const double decode = percentile(decode_times, 50);
   const double decode_steps = static_cast<double>(o.output_len - 1);
@@ -176,10 +191,14 @@ int run_latency(LatencyOptions& o) {
               static_cast<long long>(o.output_len - 1), static_cast<long long>(o.batch_size),
               decode, decode_tps, decode_steps > 0 ? decode_steps / decode : 0.0);
   if (decode_steps > 0) {
+    // The share is the median of the iterations' shares, each against the probe run right after
+    // that iteration's decode; the GB/s are medians over the iterations.
     std::printf("Decode weight read: %s per step, %.1f GB/s = %.0f%% of the %.1f GB/s read "
-                "bandwidth measured now\n",
+                "bandwidth measured now (median share of %zu iterations, each against a probe "
+                "right after it: %.0f-%.0f%%)\n",
                 format_bytes(static_cast<int64_t>(step_bytes)).c_str(), weight_gbps,
-                100.0 * weight_gbps / bandwidth_gbps, bandwidth_gbps);
+                100.0 * percentile(decode_shares, 50), bandwidth_gbps, decode_shares.size(),
+                100.0 * percentile(decode_shares, 0), 100.0 * percentile(decode_shares, 100));
   } else {
     std::printf("Decode weight read: no decode steps (--output-len 1)\n");
   }
@@ -240,6 +259,8 @@ int run_latency(LatencyOptions& o) {
                        {"decode_tokens_per_s", decode_tps},
                        {"decode_weight_gbps", weight_gbps},
                        {"read_bandwidth_gbps", bandwidth_gbps},
+                       {"read_bandwidth_gbps_per_iteration", bandwidths},
+                       {"decode_bandwidth_shares", decode_shares},
                        {"weight_bytes", model.weight_bytes()},
                        {"decode_weight_bytes_per_step", step_bytes}};
     std::ofstream(o.output_json) << out.dump(2) << "\n";

@@ -9,6 +9,7 @@
 
 #include "common/aligned_buffer.h"
 #include "cpu/isa.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/read_stream.h"
 
 namespace vellum::kernels {
@@ -37,7 +38,7 @@ double measure_read_bandwidth_gbps(size_t bytes, int num_threads) {
   num_threads = std::max(num_threads, 1);
   const size_t slice = bytes / static_cast<size_t>(num_threads) / 256 * 256;
   AlignedBuffer buffer(slice * static_cast<size_t>(num_threads));
-  const bool vector = cpu::selected_isa() >= cpu::Isa::kAvx512;
+  const cpu::Isa isa = cpu::selected_isa();
   // Touch every page from the thread that will read it (first-touch NUMA placement).
 #pragma omp parallel for num_threads(num_threads) schedule(static, 1)
   for (int t = 0; t < num_threads; ++t) {
@@ -52,7 +53,9 @@ double measure_read_bandwidth_gbps(size_t bytes, int num_threads) {
 #pragma omp parallel for num_threads(num_threads) schedule(static, 1) reduction(^ : combined)
     for (int t = 0; t < num_threads; ++t) {
       const uint8_t* data = buffer.as<uint8_t>() + static_cast<size_t>(t) * slice;
-      combined ^= vector ? avx512::read_stream(data, slice) : read_stream_scalar(data, slice);
+      combined ^= isa >= cpu::Isa::kAvx512 ? avx512::read_stream(data, slice)
+                  : isa >= cpu::Isa::kAvx2 ? avx2::read_stream(data, slice)
+                                           : read_stream_scalar(data, slice);
     }
     const auto stop = std::chrono::steady_clock::now();
     sink = sink ^ combined;

@@ -12,6 +12,10 @@
 
 namespace vellum::kernels::avx2 {
 
+// Streaming read of a 64-byte aligned buffer (the read-bandwidth probe, bandwidth.h); returns a
+// value that depends on every byte so the loads cannot be dropped.
+uint64_t read_stream(const uint8_t* data, size_t bytes);
+
 void rms_norm(float* out, const float* x, const float* weight, int64_t n_rows, int64_t dim,
               float eps);
 void add_rms_norm(float* x, const float* delta, float* out, const float* weight, int64_t n_rows,
