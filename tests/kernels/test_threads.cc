@@ -20,6 +20,7 @@
 #include "common/half.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_types.h"
+#include "kernels/spread_tiles.h"
 
 namespace vellum::kernels {
 namespace {
@@ -36,6 +37,45 @@ TEST(Threads, StaticRangesCoverEachIterationOnceInOpenMpOrder) {
         expected_begin = end;
       }
       EXPECT_EQ(expected_begin, n);
+    }
+  }
+}
+
+// The decode GEMVs' spread tiles cover every output column exactly once, panels and single rows,
+// partial last units included, with each tile's units on one thread.
+template <int P>
+void check_spread_tiles(int64_t n_out, int64_t unit) {
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n_out));
+  for (auto& h : hits) h = 0;
+  std::atomic<int> bad_tiles{0};
+  for_each_spread_tile<P>(n_out, unit, [&](int64_t j0, int num_cols, int64_t step) {
+    const int64_t count = (num_cols + unit - 1) / unit;
+    if (count < 1 || count > P || step < 1) ++bad_tiles;
+    for (int64_t p = 0; p < count; ++p) {
+      const int64_t first = j0 + p * step * unit;
+      const int64_t cols = std::min<int64_t>(unit, num_cols - p * unit);
+      for (int64_t c = first; c < first + cols; ++c) {
+        if (c < 0 || c >= n_out) {
+          ++bad_tiles;
+        } else {
+          ++hits[static_cast<size_t>(c)];
+        }
+      }
+    }
+  });
+  EXPECT_EQ(bad_tiles.load(), 0) << "n_out=" << n_out << " unit=" << unit;
+  for (int64_t c = 0; c < n_out; ++c) {
+    ASSERT_EQ(hits[static_cast<size_t>(c)].load(), 1)
+        << "column " << c << ", n_out=" << n_out << " unit=" << unit << " P=" << P;
+  }
+}
+
+TEST(Threads, SpreadTilesCoverEveryColumnOnce) {
+  for (int64_t n_out : {1, 7, 15, 16, 17, 33, 100, 257, 1000, 8193}) {
+    for (int64_t unit : {1, 16}) {
+      check_spread_tiles<4>(n_out, unit);
+      check_spread_tiles<2>(n_out, unit);
+      threads::run_as_team([&] { check_spread_tiles<4>(n_out, unit); });
     }
   }
 }

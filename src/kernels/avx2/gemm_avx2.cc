@@ -24,6 +24,7 @@
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/vec_math.h"
 #include "kernels/matmul.h"
+#include "kernels/spread_tiles.h"
 #include "kernels/threads.h"
 
 namespace vellum::kernels::avx2 {
@@ -99,7 +100,8 @@ struct FmaKernel {
   int64_t n_in;
   int64_t n_out;
 
-  // One prefetch per 64-byte line, of the same offset in the next tile's rows (C rows on): its
+  // One prefetch per 64-byte line, of the same offset in the next tile's rows (C rows on, or
+  // one row on when the tiles are spread (stride > 1, spread_tiles.h)): its
   // C short streams then start warm instead of each ramping up the hardware prefetcher again,
   // as in avx512/gemm_bf16_avx512.cc. A loop step covers 32 bytes (bf16, f16) or 64 (f32), and
   // a second prefetch of the same line only occupies a fill buffer. (The _mm_prefetch calls
@@ -109,11 +111,11 @@ struct FmaKernel {
   // reused from cache by every row tile, and their prefetches (repeated per row tile) took
   // bf16 prefill-512 from 74 to 45 tok/s.
   template <int C>
-  void prefetch_line(const T* const* wc, int64_t k) const {
+  void prefetch_line(const T* const* wc, int64_t k, int64_t next_rows) const {
     if ((k * static_cast<int64_t>(sizeof(T))) % 64 != 0) return;
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      prefetch_l2(wc[c] + C * n_in + k);
+      prefetch_l2(wc[c] + next_rows * n_in + k);
     }
   }
 
@@ -132,14 +134,16 @@ struct FmaKernel {
     }
   }
 
-  // Rows [r0, r0 + R), columns [j0, j0 + num_cols), num_cols in 1..C.
+  // Rows [r0, r0 + R), columns j0 + c·stride for c < num_cols, num_cols in 1..C.
   template <int R, int C>
-  void tile(int64_t r0, int64_t j0, int num_cols) const {
+  void tile(int64_t r0, int64_t j0, int num_cols, int64_t stride) const {
     const T* wc[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      wc[c] = w + std::min<int64_t>(j0 + c, n_out - 1) * n_in;  // clamped: extra columns unused
+      // clamped: extra columns unused
+      wc[c] = w + std::min<int64_t>(j0 + c * stride, n_out - 1) * n_in;
     }
+    const int64_t next_rows = stride == 1 ? C : 1;
     const float* xr[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xr[r] = x + (r0 + r) * n_in;
@@ -155,7 +159,7 @@ struct FmaKernel {
     for (; k + 16 <= n_in; k += 16) {
       step<0>(wc, xr, k, acc);
       if constexpr (R <= 2) {
-        prefetch_line<C>(wc, k);
+        prefetch_line<C>(wc, k, next_rows);
         step<1>(wc, xr, k, acc2);
       } else {
         step<1>(wc, xr, k, acc);
@@ -189,7 +193,8 @@ struct FmaKernel {
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
       for (int c = 0; c < num_cols; ++c) {
-        y[(r0 + r) * n_out + j0 + c] = reduce_add(_mm256_add_ps(acc[r][c], acc2[r][c]));
+        y[(r0 + r) * n_out + j0 + c * stride] =
+            reduce_add(_mm256_add_ps(acc[r][c], acc2[r][c]));
       }
     }
   }
@@ -211,10 +216,10 @@ void run_gemm(int64_t m, int64_t n_out, const Kernel& kernel) {
         const int num_cols = static_cast<int>(std::min<int64_t>(C, n_out - j0));
         for (int64_t r0 = mb; r0 < m_end; r0 += rows_per_tile) {
           switch (std::min<int64_t>(rows_per_tile, m_end - r0)) {
-            case 1: kernel.template tile<1, C>(r0, j0, num_cols); break;
-            case 2: kernel.template tile<2, C>(r0, j0, num_cols); break;
-            case 3: kernel.template tile<3, C>(r0, j0, num_cols); break;
-            default: kernel.template tile<4, C>(r0, j0, num_cols); break;
+            case 1: kernel.template tile<1, C>(r0, j0, num_cols, 1); break;
+            case 2: kernel.template tile<2, C>(r0, j0, num_cols, 1); break;
+            case 3: kernel.template tile<3, C>(r0, j0, num_cols, 1); break;
+            default: kernel.template tile<4, C>(r0, j0, num_cols, 1); break;
           }
         }
       }
@@ -233,7 +238,11 @@ void gemm_fma(float* y, const float* x, int64_t m, const detail::PackedWeights& 
   }
   const FmaKernel<Load> kernel{y, x, w.data.as<typename Load::T>(), w.n_in, w.n_out};
   if (m == 1) {
-    run_gemm<kColsPerGemvTile>(m, w.n_out, kernel);
+    // Decode: the tile's rows are weight streams spread through the thread's slice.
+    for_each_spread_tile<kColsPerGemvTile>(w.n_out, 1, [&](int64_t j0, int num_cols,
+                                                           int64_t stride) {
+      kernel.template tile<1, kColsPerGemvTile>(0, j0, num_cols, stride);
+    });
   } else {
     run_gemm<kColsPerTile>(m, w.n_out, kernel);
   }

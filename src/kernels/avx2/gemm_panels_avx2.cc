@@ -17,6 +17,7 @@
 #include "kernels/avx2/avx2_quant.h"
 #include "kernels/avx2/vec_math.h"
 #include "kernels/quant_types.h"
+#include "kernels/spread_tiles.h"
 #include "kernels/threads.h"
 
 namespace vellum::kernels::avx2 {
@@ -100,17 +101,17 @@ void store_tile(float* y, const __m256 (&acc)[R][2], int64_t n_out, int64_t r0, 
 }
 
 // Stores num_cols (1 .. 16 * P) outputs of rows [r0, r0 + R) from acc[r][p][h], the outputs
-// j0 + 16p + 8h .. + 7.
+// j0 + 16·p·step + 8h .. + 7 (step: spread_tiles.h; 1 for adjacent panels).
 template <int R, int P>
 void store_panels(float* y, const __m256 (&acc)[R][P][2], int64_t n_out, int64_t r0, int64_t j0,
-                  int num_cols) {
+                  int64_t step, int num_cols) {
   for (int p = 0; p < P; ++p) {
     __m256 panel_acc[R][2];
     for (int r = 0; r < R; ++r) {
       panel_acc[r][0] = acc[r][p][0];
       panel_acc[r][1] = acc[r][p][1];
     }
-    store_tile<R>(y, panel_acc, n_out, r0, j0 + p * kQ8Panel,
+    store_tile<R>(y, panel_acc, n_out, r0, j0 + p * step * kQ8Panel,
                   std::min(num_cols - p * static_cast<int>(kQ8Panel), static_cast<int>(kQ8Panel)));
   }
 }
@@ -129,12 +130,12 @@ struct Q8_0Tile {
 
   template <int R, int P>
   static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-                  int64_t j0, int num_cols) {
+                  int64_t j0, int num_cols, int64_t step) {
     const uint8_t* panel[P];
     const uint16_t* scales[P];
     for (int p = 0; p < P; ++p) {
-      panel[p] = w.q8_panel(j0 / kQ8Panel + p);
-      scales[p] = w.q8_panel_scales(j0 / kQ8Panel + p);
+      panel[p] = w.q8_panel(j0 / kQ8Panel + p * step);
+      scales[p] = w.q8_panel_scales(j0 / kQ8Panel + p * step);
     }
     const int8_t* x[R];
     const float* xd[R];
@@ -198,30 +199,30 @@ struct Q8_0Tile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
   }
 };
 
 // Tile::run<R, P'> on rows [r0, r0 + R) with P' <= P the panels that num_cols spans.
 template <class Tile, int R, int P>
 void tile_cols(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-               int64_t j0, int num_cols) {
+               int64_t j0, int num_cols, int64_t step) {
   if constexpr (P > 1) {
     if (num_cols <= (P - 1) * kQ8Panel) {
-      return tile_cols<Tile, R, P - 1>(y, xq, w, r0, j0, num_cols);
+      return tile_cols<Tile, R, P - 1>(y, xq, w, r0, j0, num_cols, step);
     }
   }
-  Tile::template run<R, P>(y, xq, w, r0, j0, num_cols);
+  Tile::template run<R, P>(y, xq, w, r0, j0, num_cols, step);
 }
 
 // Tile::run on min(R, rows) rows from r0.
 template <class Tile, int R, int P>
 void tile_rows(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t rows,
-               int64_t r0, int64_t j0, int num_cols) {
+               int64_t r0, int64_t j0, int num_cols, int64_t step) {
   if constexpr (R > 1) {
-    if (rows < R) return tile_rows<Tile, R - 1, P>(y, xq, w, rows, r0, j0, num_cols);
+    if (rows < R) return tile_rows<Tile, R - 1, P>(y, xq, w, rows, r0, j0, num_cols, step);
   }
-  tile_cols<Tile, R, P>(y, xq, w, r0, j0, num_cols);
+  tile_cols<Tile, R, P>(y, xq, w, r0, j0, num_cols, step);
 }
 
 // Tiles of up to kR rows x kP panels over y (m, n_out): threads split the column tiles, each
@@ -238,7 +239,7 @@ void run_tiles(float* y, const Q8Activations& xq, const detail::PackedWeights& w
         const int64_t j0 = t * kTileCols;
         const int num_cols = static_cast<int>(std::min(kTileCols, w.n_out - j0));
         for (int64_t r0 = mb; r0 < m_end; r0 += kR) {
-          tile_rows<Tile, kR, kP>(y, xq, w, m_end - r0, r0, j0, num_cols);
+          tile_rows<Tile, kR, kP>(y, xq, w, m_end - r0, r0, j0, num_cols, 1);
         }
       }
     }
@@ -343,14 +344,14 @@ struct Q45KTile {
   static constexpr int kDecodePanels = 1;
   template <int R, int P>
   static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-                  int64_t j0, int num_cols) {
+                  int64_t j0, int num_cols, int64_t step) {
     constexpr bool kFive = kType == WeightType::kQ5_K;
     constexpr bool kXs = kType == WeightType::kIQ4_XS;
     constexpr int64_t kBlockBytes = kFive ? 320 : 256;
     const __m256i table = iq4_table();
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
-    for (int p = 0; p < P; ++p) codes[p] = w.nibble_panel(panel0 + p);
+    for (int p = 0; p < P; ++p) codes[p] = w.nibble_panel(panel0 + p * step);
     __m256 acc[R][P][2];
     for (int r = 0; r < R; ++r) {
       for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
@@ -358,7 +359,7 @@ struct Q45KTile {
     for (int64_t g = 0; g < w.n_in / 256; ++g) {
 #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
-        const uint8_t* scales = w.q4k_panel_scales(panel0 + p, g);
+        const uint8_t* scales = w.q4k_panel_scales(panel0 + p * step, g);
         __m256i isum[R][2];
         for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
         for (int sub = 0; sub < 8; ++sub) {
@@ -419,7 +420,7 @@ struct Q45KTile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
   }
 };
 
@@ -477,14 +478,14 @@ struct K16Tile {
   static constexpr int kDecodePanels = 2;
   template <int R, int P>
   static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-                  int64_t j0, int num_cols) {
+                  int64_t j0, int num_cols, int64_t step) {
     // log2 of the code offset (Q6_K 32, Q3_K 4; Q2_K has mins instead).
     constexpr int kOffsetShift = kType == WeightType::kQ6_K ? 5 : kType == WeightType::kQ3_K ? 2 : 0;
     constexpr bool kMin = kType == WeightType::kQ2_K;
     const int64_t block_bytes = w.k16_block_bytes();
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
-    for (int p = 0; p < P; ++p) codes[p] = w.k16_panel(panel0 + p);
+    for (int p = 0; p < P; ++p) codes[p] = w.k16_panel(panel0 + p * step);
     __m256 acc[R][P][2];
     for (int r = 0; r < R; ++r) {
       for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
@@ -501,7 +502,7 @@ struct K16Tile {
       for (int64_t blk = g * 8; blk < g * 8 + 8; ++blk) {
 #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
-          const uint8_t* scales = w.k16_panel_scales(panel0 + p, g);
+          const uint8_t* scales = w.k16_panel_scales(panel0 + p * step, g);
           const uint8_t* block = codes[p] + blk * block_bytes;
           for (int64_t line = 0; line < block_bytes / 64; ++line) {
             prefetch_l1(reinterpret_cast<const char*>(block) + 2048 + line * 64);
@@ -561,7 +562,7 @@ struct K16Tile {
         }
       }
       for (int p = 0; p < P; ++p) {
-        const uint8_t* scales = w.k16_panel_scales(panel0 + p, g);
+        const uint8_t* scales = w.k16_panel_scales(panel0 + p * step, g);
         for (int h = 0; h < 2; ++h) {
           const __m256 d =
               _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
@@ -583,7 +584,7 @@ struct K16Tile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
   }
 };
 
@@ -596,7 +597,7 @@ struct LegacyTile {
   static constexpr int kDecodePanels = 1;  // not measured with more
   template <int R, int P>
   static void run(float* y, const Q8Activations& xq, const detail::PackedWeights& w, int64_t r0,
-                  int64_t j0, int num_cols) {
+                  int64_t j0, int num_cols, int64_t step) {
     constexpr bool kMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1;
     constexpr bool kLut = kType == WeightType::kIQ4_NL;
     constexpr bool kFive = kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1;
@@ -606,7 +607,7 @@ struct LegacyTile {
     const __m256i ones[2] = {_mm256_set1_epi16(1), _mm256_set1_epi16(1)};
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
-    for (int p = 0; p < P; ++p) codes[p] = w.nibble_panel(panel0 + p);
+    for (int p = 0; p < P; ++p) codes[p] = w.nibble_panel(panel0 + p * step);
     __m256 acc[R][P][2];
     for (int r = 0; r < R; ++r) {
       for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
@@ -622,7 +623,7 @@ struct LegacyTile {
         }
         dot_nibble_block<R, kFive, kLut>(dot, codes[p] + blk * kBlockBytes, xq, r0, blk, table,
                                          ones);
-        const uint16_t* scales = w.q4_panel_scales(panel0 + p, blk);
+        const uint16_t* scales = w.q4_panel_scales(panel0 + p * step, blk);
         __m256 wd[2];
         __m256 wm[2];
         for (int h = 0; h < 2; ++h) {
@@ -648,7 +649,7 @@ struct LegacyTile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
   }
 };
 
@@ -665,7 +666,11 @@ void run_panels(float* y, const InputRows& x, int64_t m, const detail::PackedWei
     if (detail::uses_sum_quads(w.type)) detail::pack_sum_quads(xq, r);
   });
   if (m == 1) {
-    run_tiles<Tile, 1, Tile::kDecodePanels>(y, xq, w, m);
+    // Decode: Tile::kDecodePanels weight streams per thread, spread through its slice.
+    for_each_spread_tile<Tile::kDecodePanels>(w.n_out, kQ8Panel,
+                                              [&](int64_t j0, int num_cols, int64_t step) {
+      tile_cols<Tile, 1, Tile::kDecodePanels>(y, xq, w, 0, j0, num_cols, step);
+    });
   } else {
     run_tiles<Tile, kRows, 1>(y, xq, w, m);
   }

@@ -35,11 +35,11 @@ struct FmaKernel {
   int64_t n_out;
 
   template <int R>
-  void tile(int64_t r0, int64_t j0, int num_cols) const {
+  void tile(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
     const T* wc[kColsPerTile];
     #pragma GCC unroll 4
     for (int c = 0; c < kColsPerTile; ++c) {
-      wc[c] = w + std::min<int64_t>(j0 + c, n_out - 1) * n_in;  // clamped: extra columns unused
+      wc[c] = w + std::min<int64_t>(j0 + c * step, n_out - 1) * n_in;  // clamped: extra columns unused
     }
     const float* xr[R];
     #pragma GCC unroll 4
@@ -81,7 +81,7 @@ struct FmaKernel {
     for (int r = 0; r < R; ++r) {
       #pragma GCC unroll 4
       for (int c = 0; c < num_cols; ++c) {
-        y[(r0 + r) * n_out + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+        y[(r0 + r) * n_out + j0 + c * step] = _mm512_reduce_add_ps(acc[r][c]);
       }
     }
   }
@@ -90,6 +90,7 @@ struct FmaKernel {
 template <class Load>
 void gemm_fma(float* y, const float* x, int64_t m, const detail::PackedWeights& w) {
   const FmaKernel<Load> kernel{y, x, w.data.as<typename Load::T>(), w.n_in, w.n_out};
+  if (m <= kRowsPerTile) return run_gemv_spread<kColsPerTile, kRowsPerTile, 1>(m, w.n_out, kernel);
   run_gemm(m, w.n_out, kernel);
 }
 

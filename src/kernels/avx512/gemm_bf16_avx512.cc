@@ -25,11 +25,11 @@ struct DotKernel {
   int64_t n_out;
 
   template <int R>
-  void tile(int64_t r0, int64_t j0, int num_cols) const {
+  void tile(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
     const uint16_t* wc[kColsPerTile];
     #pragma GCC unroll 4
     for (int c = 0; c < kColsPerTile; ++c) {
-      wc[c] = w + std::min<int64_t>(j0 + c, n_out - 1) * n_in;
+      wc[c] = w + std::min<int64_t>(j0 + c * step, n_out - 1) * n_in;
     }
     const uint16_t* xr[R];
     #pragma GCC unroll 4
@@ -40,16 +40,19 @@ struct DotKernel {
       #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm512_setzero_ps();
     }
+    // The rows of this thread's next tile: 4 rows on when the tiles are adjacent, the next row
+    // in each part when they are spread (run_gemv_spread).
+    const int64_t next_rows = step == 1 ? kColsPerTile : 1;
     int64_t k = 0;
     for (; k + 32 <= n_in; k += 32) {
       __m512i wv[kColsPerTile];
       #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) {
         wv[c] = _mm512_loadu_si512(wc[c] + k);
-        // The same offset in the next tile's rows (contiguous after these: 4 rows on), so the
-        // next tile's 4 short streams start warm instead of each ramping up the hardware
-        // prefetcher again (decode shares +2-3 points of the read bandwidth, 2 threads).
-        prefetch_l2(reinterpret_cast<const char*>(wc[c] + kColsPerTile * n_in + k));
+        // The same offset in the next tile's rows, so the next tile's short streams start warm
+        // instead of each ramping up the hardware prefetcher again (decode shares +2-3 points
+        // of the read bandwidth, 2 threads).
+        prefetch_l2(reinterpret_cast<const char*>(wc[c] + next_rows * n_in + k));
       }
       #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
@@ -74,7 +77,7 @@ struct DotKernel {
     for (int r = 0; r < R; ++r) {
       #pragma GCC unroll 4
       for (int c = 0; c < num_cols; ++c) {
-        y[(r0 + r) * n_out + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+        y[(r0 + r) * n_out + j0 + c * step] = _mm512_reduce_add_ps(acc[r][c]);
       }
     }
   }
@@ -91,6 +94,7 @@ void gemm_bf16_dot(float* y, const InputRows& x, int64_t m, const detail::Packed
   auto* x_bf16 = static_cast<uint16_t*>(scratch);  // (m, n_in)
   convert_rows_to_bf16(x_bf16, x, m);
   const DotKernel kernel{y, x_bf16, w.data.as<uint16_t>(), w.n_in, w.n_out};
+  if (m <= kRowsPerTile) return run_gemv_spread<kColsPerTile, kRowsPerTile, 1>(m, w.n_out, kernel);
   run_gemm(m, w.n_out, kernel);
 }
 

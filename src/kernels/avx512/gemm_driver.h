@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/spread_tiles.h"
 #include "kernels/threads.h"
 
 namespace vellum::kernels::avx512 {
@@ -25,18 +26,19 @@ inline constexpr int64_t kRowBlock = 64;
 // row end, into the rows that follow in memory) keeps the loads in flight.
 inline constexpr int kPrefetchBytes = 1024;
 
-// Calls kernel.template tile<min(R, rows)>(r0, j0, num_cols).
+// Calls kernel.template tile<min(R, rows)>(r0, j0, num_cols, step).
 template <int R, class Kernel>
-inline void tile_rows(const Kernel& kernel, int64_t rows, int64_t r0, int64_t j0, int num_cols) {
+inline void tile_rows(const Kernel& kernel, int64_t rows, int64_t r0, int64_t j0, int num_cols,
+                      int64_t step = 1) {
   if constexpr (R > 1) {
-    if (rows < R) return tile_rows<R - 1>(kernel, rows, r0, j0, num_cols);
+    if (rows < R) return tile_rows<R - 1>(kernel, rows, r0, j0, num_cols, step);
   }
-  kernel.template tile<R>(r0, j0, num_cols);
+  kernel.template tile<R>(r0, j0, num_cols, step);
 }
 
-// kernel.template tile<R>(r0, j0, num_cols): rows [r0, r0 + R) with R in 1..Rows, columns
+// kernel.template tile<R>(r0, j0, num_cols, step): rows [r0, r0 + R) with R in 1..Rows, columns
 // [j0, j0 + num_cols), num_cols in 1..Cols (a kernel may read clamped column indices but stores
-// num_cols).
+// num_cols); step is 1 here (see run_gemv_spread).
 template <int Cols = kColsPerTile, int Rows = kRowsPerTile, int64_t RowBlock = kRowBlock,
           class Kernel>
 void run_gemm(int64_t m, int64_t n_out, const Kernel& kernel) {
@@ -49,10 +51,18 @@ void run_gemm(int64_t m, int64_t n_out, const Kernel& kernel) {
         const int64_t j0 = jt * Cols;
         const int num_cols = static_cast<int>(std::min<int64_t>(Cols, n_out - j0));
         for (int64_t r0 = mb; r0 < m_end; r0 += Rows) {
-          tile_rows<Rows>(kernel, m_end - r0, r0, j0, num_cols);
+          tile_rows<Rows>(kernel, m_end - r0, r0, j0, num_cols, 1);
         }
       }
     }
+  });
+}
+
+// Decode (m <= Rows): P units of Unit columns per tile, spread (spread_tiles.h).
+template <int P, int Rows, int64_t Unit, class Kernel>
+void run_gemv_spread(int64_t m, int64_t n_out, const Kernel& kernel) {
+  for_each_spread_tile<P>(n_out, Unit, [&](int64_t j0, int num_cols, int64_t step) {
+    tile_rows<Rows>(kernel, m, 0, j0, num_cols, step);
   });
 }
 

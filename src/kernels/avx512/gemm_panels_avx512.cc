@@ -91,13 +91,15 @@ int32_t load_quad(const int8_t* p) {
 // acc[r][p]).
 template <int R, int P>
 [[gnu::always_inline]] inline void store_tiles(float* y, const __m512 (&acc)[R][P], int64_t n_out,
-                                               int64_t r0, int64_t j0, int num_cols) {
+                                               int64_t r0, int64_t j0, int num_cols,
+                                               int64_t step) {
   #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       const int cols = std::min<int>(static_cast<int>(kQ8Panel), num_cols - p * 16);
-      _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * 16, tail_mask(cols), acc[r][p]);
+      _mm512_mask_storeu_ps(y + (r0 + r) * n_out + j0 + p * step * kQ8Panel, tail_mask(cols),
+                            acc[r][p]);
     }
   }
 }
@@ -106,13 +108,13 @@ template <int R, int P>
 // budget at R rows).
 template <int MaxP, int R, class Kernel>
 [[gnu::always_inline]] inline void tile_panels(const Kernel& kernel, int64_t r0, int64_t j0,
-                                               int num_cols) {
+                                               int num_cols, int64_t step) {
   if constexpr (MaxP >= 4) {
-    if (num_cols > 3 * kQ8Panel) return kernel.template panels<R, 4>(r0, j0, num_cols);
-    if (num_cols > 2 * kQ8Panel) return kernel.template panels<R, 3>(r0, j0, num_cols);
+    if (num_cols > 3 * kQ8Panel) return kernel.template panels<R, 4>(r0, j0, num_cols, step);
+    if (num_cols > 2 * kQ8Panel) return kernel.template panels<R, 3>(r0, j0, num_cols, step);
   }
-  if (num_cols > kQ8Panel) return kernel.template panels<R, 2>(r0, j0, num_cols);
-  kernel.template panels<R, 1>(r0, j0, num_cols);
+  if (num_cols > kQ8Panel) return kernel.template panels<R, 2>(r0, j0, num_cols, step);
+  kernel.template panels<R, 1>(r0, j0, num_cols, step);
 }
 
 struct Q8PanelKernel {
@@ -121,15 +123,15 @@ struct Q8PanelKernel {
   const detail::PackedWeights* w;
 
   template <int R, int P>
-  void panels(int64_t r0, int64_t j0, int num_cols) const {
+  void panels(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
     const int64_t n_in = w->n_in;
     const int64_t n_out = w->n_out;
     const uint8_t* wq[P];
     const uint16_t* ws[P];
     #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
-      wq[p] = w->q8_panel(j0 / kQ8Panel + p);
-      ws[p] = w->q8_panel_scales(j0 / kQ8Panel + p);
+      wq[p] = w->q8_panel(j0 / kQ8Panel + p * step);
+      ws[p] = w->q8_panel_scales(j0 / kQ8Panel + p * step);
     }
     __m512 acc[R][P];
     #pragma GCC unroll 8
@@ -177,12 +179,12 @@ struct Q8PanelKernel {
         }
       }
     }
-    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols, step);
   }
 
   template <int R>
-  void tile(int64_t r0, int64_t j0, int num_cols) const {
-    tile_panels<4, R>(*this, r0, j0, num_cols);
+  void tile(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
+    tile_panels<4, R>(*this, r0, j0, num_cols, step);
   }
 };
 
@@ -262,12 +264,12 @@ struct Q45KPanelKernel {
   const detail::PackedWeights* w;
 
   template <int R, int P>
-  void panels(int64_t r0, int64_t j0, int num_cols) const {
+  void panels(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
     const int64_t n_out = w->n_out;
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
     #pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
+    for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p * step);
     const __m512i table = _mm512_broadcast_i32x4(
         _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Offset128.data())));
     __m512 acc[R][P];
@@ -279,7 +281,7 @@ struct Q45KPanelKernel {
     for (int64_t g = 0; g < w->n_in / 256; ++g) {
       const uint8_t* scales[P];
       #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) scales[p] = w->q4k_panel_scales(panel0 + p, g);
+      for (int p = 0; p < P; ++p) scales[p] = w->q4k_panel_scales(panel0 + p * step, g);
       __m512i isum[R][P];
       #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -353,12 +355,12 @@ struct Q45KPanelKernel {
         }
       }
     }
-    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols, step);
   }
 
   template <int R>
-  void tile(int64_t r0, int64_t j0, int num_cols) const {
-    tile_panels<R == 1 ? 4 : 2, R>(*this, r0, j0, num_cols);
+  void tile(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
+    tile_panels<R == 1 ? 4 : 2, R>(*this, r0, j0, num_cols, step);
   }
 };
 
@@ -379,12 +381,12 @@ struct LegacyPanelKernel {
   const detail::PackedWeights* w;
 
   template <int R, int P>
-  void panels(int64_t r0, int64_t j0, int num_cols) const {
+  void panels(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
     const int64_t n_out = w->n_out;
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
     #pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p);
+    for (int p = 0; p < P; ++p) codes[p] = w->nibble_panel(panel0 + p * step);
     const __m512i table =
         _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Offset128.data())));
     __m512 acc[R][P];
@@ -410,7 +412,7 @@ struct LegacyPanelKernel {
       __m512 wm[P];
       #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
-        const uint16_t* scales = w->q4_panel_scales(panel0 + p, blk);
+        const uint16_t* scales = w->q4_panel_scales(panel0 + p * step, blk);
         wd[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
         if constexpr (kMin) {
           wm[p] = _mm512_cvtph_ps(
@@ -433,12 +435,12 @@ struct LegacyPanelKernel {
         }
       }
     }
-    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols, step);
   }
 
   template <int R>
-  void tile(int64_t r0, int64_t j0, int num_cols) const {
-    tile_panels<R == 1 ? 4 : 2, R>(*this, r0, j0, num_cols);
+  void tile(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
+    tile_panels<R == 1 ? 4 : 2, R>(*this, r0, j0, num_cols, step);
   }
 };
 
@@ -497,12 +499,12 @@ struct K16PanelKernel {
   const detail::PackedWeights* w;
 
   template <int R, int P>
-  void panels(int64_t r0, int64_t j0, int num_cols) const {
+  void panels(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
     const int64_t n_out = w->n_out;
     const int64_t panel0 = j0 / kQ8Panel;
     const uint8_t* codes[P];
     #pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) codes[p] = w->k16_panel(panel0 + p);
+    for (int p = 0; p < P; ++p) codes[p] = w->k16_panel(panel0 + p * step);
     __m512 acc[R][P];
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -514,7 +516,7 @@ struct K16PanelKernel {
       __m512 dmin[P];
       #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
-        scales[p] = w->k16_panel_scales(panel0 + p, g);
+        scales[p] = w->k16_panel_scales(panel0 + p * step, g);
         if constexpr (kMin) {
           dmin[p] = _mm512_cvtph_ps(_mm256_load_si256(
               reinterpret_cast<const __m256i*>(scales[p] + detail::kQ2KDminOffset)));
@@ -607,12 +609,12 @@ struct K16PanelKernel {
         }
       }
     }
-    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols);
+    store_tiles<R, P>(y, acc, n_out, r0, j0, num_cols, step);
   }
 
   template <int R>
-  void tile(int64_t r0, int64_t j0, int num_cols) const {
-    tile_panels<R == 1 ? 4 : 2, R>(*this, r0, j0, num_cols);
+  void tile(int64_t r0, int64_t j0, int num_cols, int64_t step) const {
+    tile_panels<R == 1 ? 4 : 2, R>(*this, r0, j0, num_cols, step);
   }
 };
 
@@ -623,7 +625,7 @@ struct K16PanelKernel {
 // the registers).
 template <class Kernel>
 void run_panel_tiles(int64_t m, int64_t n_out, const Kernel& kernel) {
-  if (m == 1) return run_gemm<4 * kQ8Panel, 1, kRowBlockQ8>(m, n_out, kernel);
+  if (m == 1) return run_gemv_spread<4, 1, kQ8Panel>(m, n_out, kernel);
   run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, n_out, kernel);
 }
 
@@ -639,7 +641,7 @@ void gemm_q8_0_vnni(float* y, const InputRows& x, int64_t m, const detail::Packe
   const Q8PanelKernel kernel{y, xq, &w};
   if (m <= 2) {
     // Decode: four panels per tile, four weight streams per thread in flight.
-    run_gemm<4 * kQ8Panel, 2, kRowBlockQ8>(m, w.n_out, kernel);
+    run_gemv_spread<4, 2, kQ8Panel>(m, w.n_out, kernel);
   } else {
     run_gemm<kPanelsPerTile * kQ8Panel, kRows, kRowBlockQ8>(m, w.n_out, kernel);
   }
