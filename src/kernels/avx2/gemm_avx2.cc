@@ -100,10 +100,11 @@ struct FmaKernel {
   int64_t n_in;
   int64_t n_out;
 
-  // One prefetch per 64-byte line, of the same offset in the next tile's rows (C rows on, or
-  // one row on when the tiles are spread (stride > 1, spread_tiles.h)): its
-  // C short streams then start warm instead of each ramping up the hardware prefetcher again,
-  // as in avx512/gemm_bf16_avx512.cc. A loop step covers 32 bytes (bf16, f16) or 64 (f32), and
+  // One prefetch per 64-byte line `ahead` elements on: with adjacent tiles, the same offset in
+  // the next tile's rows (C rows on), so its C short streams start warm instead of each ramping
+  // up the hardware prefetcher again; with spread tiles (stride > 1, spread_tiles.h) each
+  // stream's next row is the next tile's, and 1 KB ahead in the stream, as in
+  // avx512/gemm_bf16_avx512.cc. A loop step covers 32 bytes (bf16, f16) or 64 (f32), and
   // a second prefetch of the same line only occupies a fill buffer. (The _mm_prefetch calls
   // this file had, 1 KB ahead in the same rows, were dropped by GCC 12 -O3: prefetch_l2 is
   // inline asm. Measured: bf16 and f16 decode from DRAM 0.55 -> 0.65 of the read probe.)
@@ -111,11 +112,11 @@ struct FmaKernel {
   // reused from cache by every row tile, and their prefetches (repeated per row tile) took
   // bf16 prefill-512 from 74 to 45 tok/s.
   template <int C>
-  void prefetch_line(const T* const* wc, int64_t k, int64_t next_rows) const {
+  void prefetch_line(const T* const* wc, int64_t k, int64_t ahead) const {
     if ((k * static_cast<int64_t>(sizeof(T))) % 64 != 0) return;
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      prefetch_l2(wc[c] + next_rows * n_in + k);
+      prefetch_l2(wc[c] + ahead + k);
     }
   }
 
@@ -143,7 +144,8 @@ struct FmaKernel {
       // clamped: extra columns unused
       wc[c] = w + std::min<int64_t>(j0 + c * stride, n_out - 1) * n_in;
     }
-    const int64_t next_rows = stride == 1 ? C : 1;
+    const int64_t ahead =
+        stride == 1 ? C * n_in : 1024 / static_cast<int64_t>(sizeof(T));  // elements
     const float* xr[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xr[r] = x + (r0 + r) * n_in;
@@ -159,7 +161,7 @@ struct FmaKernel {
     for (; k + 16 <= n_in; k += 16) {
       step<0>(wc, xr, k, acc);
       if constexpr (R <= 2) {
-        prefetch_line<C>(wc, k, next_rows);
+        prefetch_line<C>(wc, k, ahead);
         step<1>(wc, xr, k, acc2);
       } else {
         step<1>(wc, xr, k, acc);

@@ -40,19 +40,20 @@ struct DotKernel {
       #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) acc[r][c] = _mm512_setzero_ps();
     }
-    // The rows of this thread's next tile: 4 rows on when the tiles are adjacent, the next row
-    // in each part when they are spread (run_gemv_spread).
-    const int64_t next_rows = step == 1 ? kColsPerTile : 1;
+    // Prefetch distance (elements). Adjacent tiles: the same offset in the next tile's rows (4
+    // rows on), so its short streams start warm instead of each ramping up the hardware
+    // prefetcher again (decode shares +2-3 points of the read bandwidth, 2 threads). Spread
+    // tiles (run_gemv_spread): each stream's next row is the next tile's, so 1 KB ahead in the
+    // stream, which measured best for a compute-heavy read loop (2026-11-28, Zen 4, high
+    // bandwidth state: 1 KB ahead 60 GB/s, 4 KB (one bf16 row) 48).
+    const int64_t ahead = step == 1 ? kColsPerTile * n_in : kPrefetchBytes / 2;
     int64_t k = 0;
     for (; k + 32 <= n_in; k += 32) {
       __m512i wv[kColsPerTile];
       #pragma GCC unroll 4
       for (int c = 0; c < kColsPerTile; ++c) {
         wv[c] = _mm512_loadu_si512(wc[c] + k);
-        // The same offset in the next tile's rows, so the next tile's short streams start warm
-        // instead of each ramping up the hardware prefetcher again (decode shares +2-3 points
-        // of the read bandwidth, 2 threads).
-        prefetch_l2(reinterpret_cast<const char*>(wc[c] + next_rows * n_in + k));
+        prefetch_l2(reinterpret_cast<const char*>(wc[c] + ahead + k));
       }
       #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
