@@ -626,6 +626,8 @@ struct K16PanelKernel {
 template <class Kernel>
 void run_panel_tiles(int64_t m, int64_t n_out, const Kernel& kernel) {
   if (m == 1) return run_gemv_spread<4, 1, kQ8Panel>(m, n_out, kernel);
+  // Up to one row tile: its kPanelsPerTile weight streams spread as well.
+  if (m <= 4) return run_gemv_spread<kPanelsPerTile, 4, kQ8Panel>(m, n_out, kernel);
   run_gemm<kPanelsPerTile * kQ8Panel, 4, kRowBlockQ8>(m, n_out, kernel);
 }
 
@@ -642,6 +644,8 @@ void gemm_q8_0_vnni(float* y, const InputRows& x, int64_t m, const detail::Packe
   if (m <= 2) {
     // Decode: four panels per tile, four weight streams per thread in flight.
     run_gemv_spread<4, 2, kQ8Panel>(m, w.n_out, kernel);
+  } else if (m <= kRows) {  // one row tile: its weight streams spread as well
+    run_gemv_spread<kPanelsPerTile, kRows, kQ8Panel>(m, w.n_out, kernel);
   } else {
     run_gemm<kPanelsPerTile * kQ8Panel, kRows, kRowBlockQ8>(m, w.n_out, kernel);
   }
