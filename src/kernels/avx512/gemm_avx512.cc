@@ -39,7 +39,8 @@ struct FmaKernel {
     const T* wc[kColsPerTile];
     #pragma GCC unroll 4
     for (int c = 0; c < kColsPerTile; ++c) {
-      wc[c] = w + std::min<int64_t>(j0 + c * step, n_out - 1) * n_in;  // clamped: extra columns unused
+      // clamped: extra columns unused
+      wc[c] = w + std::min<int64_t>(j0 + c * step, n_out - 1) * n_in;
     }
     const float* xr[R];
     #pragma GCC unroll 4

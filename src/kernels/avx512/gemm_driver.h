@@ -29,7 +29,7 @@ inline constexpr int kPrefetchBytes = 1024;
 // Calls kernel.template tile<min(R, rows)>(r0, j0, num_cols, step).
 template <int R, class Kernel>
 inline void tile_rows(const Kernel& kernel, int64_t rows, int64_t r0, int64_t j0, int num_cols,
-                      int64_t step = 1) {
+                      int64_t step) {
   if constexpr (R > 1) {
     if (rows < R) return tile_rows<R - 1>(kernel, rows, r0, j0, num_cols, step);
   }
