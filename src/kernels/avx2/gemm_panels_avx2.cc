@@ -104,7 +104,7 @@ void store_tile(float* y, const __m256 (&acc)[R][2], int64_t n_out, int64_t r0, 
 // j0 + 16·p·step + 8h .. + 7 (step: spread_tiles.h; 1 for adjacent panels).
 template <int R, int P>
 void store_panels(float* y, const __m256 (&acc)[R][P][2], int64_t n_out, int64_t r0, int64_t j0,
-                  int64_t step, int num_cols) {
+                  int num_cols, int64_t step) {
   for (int p = 0; p < P; ++p) {
     __m256 panel_acc[R][2];
     for (int r = 0; r < R; ++r) {
@@ -199,7 +199,7 @@ struct Q8_0Tile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols, step);
   }
 };
 
@@ -420,7 +420,7 @@ struct Q45KTile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols, step);
   }
 };
 
@@ -584,7 +584,7 @@ struct K16Tile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols, step);
   }
 };
 
@@ -649,7 +649,7 @@ struct LegacyTile {
         }
       }
     }
-    store_panels<R, P>(y, acc, w.n_out, r0, j0, step, num_cols);
+    store_panels<R, P>(y, acc, w.n_out, r0, j0, num_cols, step);
   }
 };
 
