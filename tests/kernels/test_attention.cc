@@ -309,6 +309,12 @@ TEST(PagedAttention, OddShapes) {
   run_case({2, 2, 64, 4, KvType::kBF16, {{0, 70}}, 106});   // long prefill, several tiles
   run_case({4, 2, 8, 16, KvType::kF32, {{0, 12}, {40, 1}}, 107});  // stories260K's heads
   run_case({1, 1, 1, 3, KvType::kF16, {{2, 5}}, 108});             // head_dim 1
+  // bf16 caches with 3+ query heads per kv head (AVX512-BF16 scores them with four lanes per
+  // row): head dims of 8-dim chunks from 13 (a tail of 4) to 32, 3 heads (a padded lane).
+  run_case({1, 4, 256, 16, KvType::kBF16, {{70, 1}, {10, 30}}, 109});
+  run_case({2, 3, 200, 16, KvType::kBF16, {{33, 1}, {0, 21}}, 110});
+  run_case({1, 4, 100, 5, KvType::kBF16, {{90, 2}, {3, 1}}, 111});
+  run_case({1, 6, 36, 16, KvType::kBF16, {{130, 1}, {64, 64}}, 112});
 }
 
 TEST(PagedAttention, SlidingWindowAndSoftcapMatchDenseAttention) {

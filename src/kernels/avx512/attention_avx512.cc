@@ -54,6 +54,9 @@ using attention::Plan;
 constexpr int kKvTile = 64;
 constexpr int kMaxD = static_cast<int>(kMaxAttentionHeadDim);
 static_assert(attention::kPartitionKeys % kKvTile == 0, "a tile never straddles two partitions");
+// Items with at least this many query heads (per kv head) score a bf16 cache with four lanes per
+// row (scores_lanes4_group); with one or two, the sixteen-lane dot products waste fewer lanes.
+constexpr int64_t kLanes4MinHeads = 3;
 
 // Online-softmax state of an item's rows: running max m, sum l of e^(s - m), and the
 // unnormalised outputs acc.
@@ -72,6 +75,9 @@ struct Tiles {
   // bf16 pairs (keys 2j and 2j + 1 in lane j).
   alignas(64) uint16_t qb[kMaxRows][kMaxD];
   alignas(64) uint32_t pb[kMaxRows][kKvTile / 2];
+  // KvBF16Dot with four lanes per row (scores_lanes4): rows 4g..4g+3, 8 dims (chunk c) each,
+  // one row per 128-bit lane; zero for rows past the item's.
+  alignas(64) uint16_t q4[kMaxRows / 4][kMaxD / 8][32];
   RowStates part;                          // the current partition's
   RowStates total;                         // merged over the partitions so far
 };
@@ -84,6 +90,25 @@ struct Inputs {
   const void* k_cache;
   const void* v_cache;
   const PagedAttentionParams& p;
+};
+
+// The next tile's K or V rows, prefetched into L2 a row at a time from inside the loops over this
+// tile's keys, so the misses spread over the tile's work (a burst of a whole tile's rows, 8 KB at
+// head dim 64, filled the miss queue and stalled the core on the prefetches themselves).
+struct TilePrefetch {
+  const char* base = nullptr;
+  const int64_t* offsets = nullptr;  // in elements of elem_bytes
+  int64_t n = 0;                     // rows; 0: nothing to prefetch
+  size_t elem_bytes = 0;
+  size_t row_bytes = 0;
+  void row(int64_t t) const {
+    if (t >= n) return;
+    const char* r = base + static_cast<size_t>(offsets[t]) * elem_bytes;
+    for (size_t line = 0; line < row_bytes; line += 64) prefetch_l2(r + line);
+  }
+  void all() const {
+    for (int64_t t = 0; t < n; ++t) row(t);
+  }
 };
 
 // Loads 16 (masked) head-dim values of a cache row as f32.
@@ -252,12 +277,120 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
 
 // --- bf16 dot products (KvBF16Dot) ---------------------------------------------------------
 
+__m512bh as_bh(__m512i x) { return reinterpret_cast<__m512bh>(x); }
+
+// Scores with four lanes per row (items of 3 or more query heads per kv head: decode of every
+// GQA model with groups of 4 or 8). Rows go four to a vector, row r of a group in 128-bit lane r;
+// a key's 8-dim chunk c is broadcast to the four lanes and one VDPBF16PS per chunk accumulates
+// all four rows (two dims per 32-bit lane). So a key costs head_dim / 8 dot products for four
+// rows, as the sixteen-lane path does, but the sums left at the end are four lanes per row and
+// key instead of sixteen: reduce_rows4 folds 16 keys x 4 rows in 44 shuffles/adds, where
+// reduce_add_16 needs 45 per row. A row's arithmetic (chunks in order from zero, then the lane
+// tree) does not depend on the other rows of its vector or item: batch invariance holds as long
+// as the choice of path depends only on the model (heads per item), which it does.
+
+// v[t] (t < 16) holds key t's four partial sums of each row (lanes 4r..4r+3); rows[r] := the 16
+// keys' scores of row r.
+inline void reduce_rows4(const __m512* v, __m512* rows) {
+  __m512 x[8], y[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {  // per row: [a0+a2, b0+b2, a1+a3, b1+b3] of keys 2i, 2i+1
+    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // per row: the sums of keys 4i..4i+3
+    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xee));
+  }
+  // A 4 x 4 transpose of 128-bit lanes: rows[r] lane i := y[i] lane r.
+  const __m512 t0 = _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 t1 = _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512 t2 = _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 t3 = _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 2, 3, 2));
+  rows[0] = _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+  rows[1] = _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+  rows[2] = _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+  rows[3] = _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// Scores of row group g (rows 4g.., nr of them valid) against the tile's keys; kNC = head-dim
+// chunks of 8, the last one masked by tail8 when kTail.
+template <int kNC, bool kTail>
+void scores_lanes4_group(Tiles& tl, int64_t g, int64_t nr, const uint16_t* const* k_rows,
+                         int64_t nt, __mmask8 tail8, const TilePrefetch& pf) {
+  constexpr int kKeys = kNC <= 12 ? 16 : 8;  // accumulators beside the queries' registers
+  __m512i q[kNC];
+#pragma GCC unroll 32
+  for (int c = 0; c < kNC; ++c) q[c] = _mm512_load_si512(tl.q4[g][c]);
+  auto chunk = [&](const uint16_t* k, int c) {
+    const uint16_t* src = k + 8 * c;
+    if (kTail && c + 1 == kNC) return _mm512_broadcast_i32x4(_mm_maskz_loadu_epi16(tail8, src));
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  };
+  for (int64_t t0 = 0; t0 < nt; t0 += 16) {
+    __m512 dots[16];
+#pragma GCC unroll 2
+    for (int kb = 0; kb < 16; kb += kKeys) {
+      __m512 acc[kKeys];
+#pragma GCC unroll 16
+      for (int t = 0; t < kKeys; ++t) acc[t] = _mm512_setzero_ps();
+#pragma GCC unroll 32
+      for (int c = 0; c < kNC; ++c) {
+#pragma GCC unroll 16
+        for (int t = 0; t < kKeys; ++t) {
+          if (c == 0) pf.row(t0 + kb + t);
+          acc[t] = _mm512_dpbf16_ps(acc[t], as_bh(q[c]), as_bh(chunk(k_rows[t0 + kb + t], c)));
+        }
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < kKeys; ++t) dots[kb + t] = acc[t];
+    }
+    __m512 rows[4];
+    reduce_rows4(dots, rows);
+    for (int64_t r = 0; r < nr; ++r) _mm512_store_ps(&tl.p[4 * g + r][t0], rows[r]);
+  }
+}
+
+template <int kNC, bool kTail>
+void scores_lanes4_rows(Tiles& tl, int64_t row_begin, int64_t row_end, int64_t num_rows,
+                        const uint16_t* const* k_rows, int64_t nt, __mmask8 tail8,
+                        const TilePrefetch& pf) {
+  for (int64_t g = row_begin / 4; 4 * g < row_end; ++g) {
+    scores_lanes4_group<kNC, kTail>(tl, g, std::min<int64_t>(4, num_rows - 4 * g), k_rows, nt,
+                                    tail8, 4 * g <= row_begin ? pf : TilePrefetch{});
+  }
+}
+
+template <int kNC>
+void scores_lanes4_tail(Tiles& tl, int64_t row_begin, int64_t row_end, int64_t num_rows,
+                        const uint16_t* const* k_rows, int64_t nt, __mmask8 tail8,
+                        const TilePrefetch& pf) {
+  if (tail8 == 0xff) {
+    return scores_lanes4_rows<kNC, false>(tl, row_begin, row_end, num_rows, k_rows, nt, tail8, pf);
+  }
+  scores_lanes4_rows<kNC, true>(tl, row_begin, row_end, num_rows, k_rows, nt, tail8, pf);
+}
+
+// The tile's scores for rows [row_begin, row_end) of an item of num_rows rows (rows of a group
+// before row_begin are computed too and left unused), head_dim d.
+template <int kNC = 1>
+void tile_scores_lanes4(Tiles& tl, int64_t row_begin, int64_t row_end, int64_t num_rows,
+                        const uint16_t* const* k_rows, int64_t nt, int64_t d,
+                        const TilePrefetch& pf) {
+  if constexpr (kNC < kMaxD / 8) {
+    if ((d + 7) / 8 > kNC) {
+      return tile_scores_lanes4<kNC + 1>(tl, row_begin, row_end, num_rows, k_rows, nt, d, pf);
+    }
+  }
+  const auto tail8 = static_cast<__mmask8>(d % 8 == 0 ? 0xff : (1u << (d % 8)) - 1);
+  scores_lanes4_tail<kNC>(tl, row_begin, row_end, num_rows, k_rows, nt, tail8, pf);
+}
+
 // The mask of the 32 bf16 lanes of head-dim chunk c (32 dims) of num_c2: all but in the last.
 __mmask32 chunk_mask32(int64_t c, int64_t num_c2, __mmask32 last_mask) {
   return c + 1 == num_c2 ? last_mask : __mmask32(0xffffffff);
 }
-
-__m512bh as_bh(__m512i x) { return reinterpret_cast<__m512bh>(x); }
 
 // Scores of kR rows against the tile's keys, VDPBF16PS on the bf16 queries (tl.qb, in registers)
 // and the cached keys as stored: per row and key, kC2 dot products over 32 dims from zero in
@@ -336,7 +469,7 @@ void tile_scores_dot(Tiles& tl, int64_t row_begin, int64_t row_end, const uint16
 // with itself: its partner's probability is 0 (tl.p is zero past nt).
 template <int kRows>
 void pv_dot_rows(Tiles& tl, int64_t i0, const uint16_t* const* v_rows, int64_t nt, int64_t num_c2,
-                 __mmask32 last_mask) {
+                 __mmask32 last_mask, const TilePrefetch& pf) {
   auto pair = [&](int64_t t) { return v_rows[std::min(t + 1, nt - 1)]; };
   int64_t c0 = 0;
   for (; c0 < num_c2; c0 += 2) {
@@ -354,6 +487,10 @@ void pv_dot_rows(Tiles& tl, int64_t i0, const uint16_t* const* v_rows, int64_t n
     const __mmask32 m0 = chunk_mask32(c0, num_c2, last_mask);
     const __mmask32 m1 = nc == 2 ? chunk_mask32(c0 + 1, num_c2, last_mask) : __mmask32(0);
     for (int64_t t = 0; t < nt; t += 2) {
+      if (c0 == 0) {
+        pf.row(t);
+        pf.row(t + 1);
+      }
       const uint16_t* va = v_rows[t];
       const uint16_t* vb = pair(t);
       const __m512i a0 = _mm512_maskz_loadu_epi16(m0, va + c0 * 32);
@@ -456,6 +593,17 @@ void load_queries(const Inputs& in, const ItemRows& r, Tiles& tl, bool dot) {
       _mm512_store_si512(&tl.qb[i][c * 32], reinterpret_cast<__m512i>(x));
     }
   }
+  if (!dot || r.heads < kLanes4MinHeads) return;
+  for (int64_t g = 0; 4 * g < r.num_rows; ++g) {
+    for (int64_t c = 0; c < (d + 7) / 8; ++c) {
+      for (int64_t j = 0; j < 4; ++j) {
+        const int64_t i = 4 * g + j;
+        const __m128i x = i < r.num_rows ? _mm_load_si128(reinterpret_cast<const __m128i*>(&tl.qb[i][8 * c]))
+                                         : _mm_setzero_si128();
+        _mm_store_si128(reinterpret_cast<__m128i*>(&tl.q4[g][c][8 * j]), x);
+      }
+    }
+  }
 }
 
 void reset(RowStates& s, int64_t num_rows, int64_t num_chunks) {
@@ -536,7 +684,9 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   for (int64_t t0 = kv_begin; t0 < kv_end; t0 += kKvTile) {
     const int64_t nt = std::min<int64_t>(kKvTile, kv_end - t0);
     const int64_t next_n = t0 + kKvTile < r.key_end ? tile_offsets(t0 + kKvTile, next_offsets) : 0;
-    prefetch(k_base, next_offsets, next_n);
+    const TilePrefetch k_next{reinterpret_cast<const char*>(k_base), next_offsets, next_n, sizeof(T), row_bytes};
+    const TilePrefetch v_next{reinterpret_cast<const char*>(v_base), next_offsets, next_n, sizeof(T), row_bytes};
+    if constexpr (!Kv::kDot) k_next.all();
     // Rows that see at least one of these keys: position >= t0 (causal) and window start
     // < t0 + nt. Positions grow with the row index, so both bounds are row ranges.
     const int64_t row_begin = std::max<int64_t>(0, t0 - r.pos0) * hpi;
@@ -549,7 +699,12 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
     }
     for (int64_t t = nt; t < kKvTile; ++t) k_cache_rows[t] = k_cache_rows[0];
     if constexpr (Kv::kDot) {
-      tile_scores_dot(tl, row_begin, row_end, k_cache_rows, nt, num_c2, last_mask32);
+      if (hpi >= kLanes4MinHeads) {
+        tile_scores_lanes4(tl, row_begin, row_end, num_rows, k_cache_rows, nt, d, k_next);
+      } else {
+        k_next.all();
+        tile_scores_dot(tl, row_begin, row_end, k_cache_rows, nt, num_c2, last_mask32);
+      }
     } else {
       tile_scores<Kv>(tl, row_begin, row_end, k_cache_rows, k_rows, nt, num_chunks, last_mask);
     }
@@ -607,16 +762,17 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
       }
     }
 
-    prefetch(v_base, next_offsets, next_n);
+    if constexpr (!Kv::kDot) v_next.all();
     // acc += P · V, 4 rows per pass so every value vector load feeds 4 FMAs.
     for (int64_t i0 = row_begin; i0 < row_end; i0 += 4) {
       const int64_t n = std::min<int64_t>(4, row_end - i0);
       if constexpr (Kv::kDot) {
+        const TilePrefetch& pf = i0 == row_begin ? v_next : TilePrefetch{};
         switch (n) {
-          case 1: pv_dot_rows<1>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
-          case 2: pv_dot_rows<2>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
-          case 3: pv_dot_rows<3>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
-          default: pv_dot_rows<4>(tl, i0, v_rows, nt, num_c2, last_mask32); break;
+          case 1: pv_dot_rows<1>(tl, i0, v_rows, nt, num_c2, last_mask32, pf); break;
+          case 2: pv_dot_rows<2>(tl, i0, v_rows, nt, num_c2, last_mask32, pf); break;
+          case 3: pv_dot_rows<3>(tl, i0, v_rows, nt, num_c2, last_mask32, pf); break;
+          default: pv_dot_rows<4>(tl, i0, v_rows, nt, num_c2, last_mask32, pf); break;
         }
       } else {
         switch (n) {
