@@ -116,16 +116,16 @@ void BM_LinearDecode(benchmark::State& state, WeightType type) {
   state.counters["rows_per_s"] =
       benchmark::Counter(static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)
+BENCHMARK_CAPTURE(BM_LinearDecode, bf16, WeightType::kBF16)->Arg(1)->Arg(4)->Arg(6)->Arg(8)->Arg(12)->Arg(16)->Arg(32)->Arg(64)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(16)->Arg(32)->Arg(33)->Arg(64)
+BENCHMARK_CAPTURE(BM_LinearDecode, q8_0, WeightType::kQ8_0)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(33)->Arg(64)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearDecode, f16, WeightType::kF16)->Arg(1)->Arg(4)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearDecode, f32, WeightType::kF32)->Arg(1)->Arg(4)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 #define VELLUM_QUANT_DECODE(name, type)                                              \
-  BENCHMARK_CAPTURE(BM_LinearDecode, name, type)->Arg(1)->Arg(4)->Arg(16)->Arg(32)    \
+  BENCHMARK_CAPTURE(BM_LinearDecode, name, type)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32) \
       ->Unit(benchmark::kMicrosecond)->UseRealTime()
 VELLUM_QUANT_DECODE(q4_0, WeightType::kQ4_0);
 VELLUM_QUANT_DECODE(q4_1, WeightType::kQ4_1);
@@ -200,18 +200,19 @@ VELLUM_DECODE_TYPES(VELLUM_DECODE_SHARE)
 // in part, so the fewer instructions per weight byte, the closer BM_DecodeShare gets to 1.
 // Args: rows (16: the fixed cost of one product; 4096: the ceiling), and 0 = each product opens
 // an OpenMP region, 1 = products handed to a thread team as the model's forward pass runs them
-// (threads::run_as_team).
+// (threads::run_as_team); m, the activation rows (decode of m sequences; 1 unless given).
 void BM_DecodeFromCache(benchmark::State& state, WeightType type) {
   const int64_t kCacheOut = state.range(0);
   const bool team = state.range(1) != 0;
+  const int64_t m = state.range(2);
   const auto w = random_weights(type, kCacheOut, kNIn, 1);
   const PackedLinear linear = PackedLinear::pack(w.data(), type, kCacheOut, kNIn,
                                                  MatmulPrecision::kAuto);
-  std::vector<float> x(kNIn, 0.5f), y(kCacheOut);
-  AlignedBuffer scratch(linear.scratch_bytes(1));
+  std::vector<float> x(m * kNIn, 0.5f), y(m * kCacheOut);
+  AlignedBuffer scratch(linear.scratch_bytes(m));
   auto loop = [&] {
     for (auto _ : state) {
-      linear.forward(y.data(), x.data(), 1, scratch.data());
+      linear.forward(y.data(), x.data(), m, scratch.data());
       benchmark::ClobberMemory();
     }
   };
@@ -225,7 +226,9 @@ void BM_DecodeFromCache(benchmark::State& state, WeightType type) {
 }
 #define VELLUM_DECODE_CACHE(name, type)                                        \
   BENCHMARK_CAPTURE(BM_DecodeFromCache, name, type)                            \
-      ->ArgsProduct({{16, 4096}, {0, 1}})                                      \
+      ->ArgsProduct({{16, 4096}, {0, 1}, {1}})                                 \
+      ->Args({4096, 1, 4})                                                     \
+      ->Args({4096, 1, 8})                                                     \
       ->Unit(benchmark::kMicrosecond)                                          \
       ->UseRealTime();
 VELLUM_DECODE_TYPES(VELLUM_DECODE_CACHE)
@@ -254,7 +257,7 @@ void BM_OnednnBf16(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(copies[0]->weight_bytes()));
 }
-BENCHMARK(BM_OnednnBf16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_OnednnBf16)->Arg(1)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_LinearPrefill(benchmark::State& state, WeightType type) {
   const int64_t m = state.range(0);

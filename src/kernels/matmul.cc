@@ -32,9 +32,15 @@ using detail::PackedWeights;
 // Up to this many rows the hand-written AVX-512 kernels (bandwidth-bound, several rows per
 // weight load) beat oneDNN; above it the product is compute-bound and goes to oneDNN (AMX).
 // Measured with bench/kernels (BM_LinearDecode vs BM_OnednnBf16, 8192x2048 bf16, 2 threads):
-// oneDNN is ahead from m = 8 on (3.4 vs 4.3 ms), roughly even at m = 4. vdpbf16ps runs at a
-// quarter of the FMA rate on these machines, so the small-m bf16 kernel is compute-bound early.
-constexpr int64_t kMaxSmallMBf16 = 5;
+// on a Sapphire Rapids with AMX, oneDNN is ahead from m = 8 on (3.4 vs 4.3 ms), roughly even at
+// m = 4 (vdpbf16ps runs at a quarter of the FMA rate there, and oneDNN has AMX). Without AMX
+// (Zen 4, 2026-11-28, two rounds) the AVX512-BF16 kernel is ahead up to m = 16: m = 8 39.6 vs
+// 24.7-28.0 GB/s of weights, m = 16 22.1-22.4 vs 18.3-19.0; at m = 32 both run 10.5-11.2.
+constexpr int64_t kMaxSmallMBf16Amx = 5;
+constexpr int64_t kMaxSmallMBf16 = 16;
+int64_t max_small_m_bf16() {
+  return cpu::selected_isa() >= cpu::Isa::kAmx ? kMaxSmallMBf16Amx : kMaxSmallMBf16;
+}
 constexpr int64_t kMaxSmallMF32 = 8;
 // Q8_0: the VNNI panel kernel runs every m where AVX512-BF16 (and VNNI) is the best the CPU has:
 // measured on AVX-512 VNNI without AMX (bench/kernels, 8192x2048, 2 threads), it beats bf16 slabs
@@ -419,8 +425,8 @@ std::string matmul_backend(WeightType stored, MatmulPrecision precision) {
                                                kMaxSmallMF32, kMaxSmallMF32); break;
       case WeightType::kF16: how = "AVX-512 F16C"; break;
       case WeightType::kBF16:
-        how = bf16 ? fmt::format("AVX512-BF16 (m <= {}), oneDNN bf16{} (m > {})", kMaxSmallMBf16,
-                                 isa >= cpu::Isa::kAmx ? " on AMX" : "", kMaxSmallMBf16)
+        how = bf16 ? fmt::format("AVX512-BF16 (m <= {}), oneDNN bf16{} (m > {})", max_small_m_bf16(),
+                                 isa >= cpu::Isa::kAmx ? " on AMX" : "", max_small_m_bf16())
                    : "AVX-512 FMA";
         break;
       case WeightType::kQ8_0:
@@ -689,7 +695,7 @@ bool PackedLinear::uses_onednn(int64_t m) const {
   const bool has_bf16 = isa >= cpu::Isa::kAvx512Bf16;
   switch (impl_->weights.type) {
     case WeightType::kF32: return m > kMaxSmallMF32 && impl_->onednn != nullptr;
-    case WeightType::kBF16: return has_bf16 && m > kMaxSmallMBf16 && impl_->onednn != nullptr;
+    case WeightType::kBF16: return has_bf16 && m > max_small_m_bf16() && impl_->onednn != nullptr;
     case WeightType::kQ8_0:
       return has_bf16 && m > max_small_m_q8_0() && impl_->onednn_q8 != nullptr;
     default: return false;
