@@ -33,7 +33,7 @@ class EngineArgs:
     dtype: str = "auto"  # auto | bfloat16 | float32
     kv_cache_dtype: str = "auto"  # auto | fp32 | fp16 | bf16 (also f32 / float32, ...)
     max_model_len: Optional[int] = None  # default: the model's context length
-    block_size: Optional[int] = None  # tokens per KV cache block (16)
+    block_size: Optional[int] = None  # tokens per KV cache block (128, vLLM's CPU default)
     enable_prefix_caching: Optional[bool] = None  # True
     disable_hybrid_kv_cache_manager: bool = False  # one KV block table for all layers
     swap_space: Optional[float] = None  # GiB of host memory for preemption by swap (0)

@@ -15,6 +15,7 @@ inline EngineConfig tiny_engine_config(const std::filesystem::path& model) {
   EngineConfig config;
   config.model.model = model.string();
   config.model.max_model_len = 512;
+  config.cache.block_size = 16;  // the engine tests count blocks of 16 tokens, as vLLM's do
   config.cache.cache_dtype = "f32";
   config.cache.kv_cache_memory_bytes = int64_t{64} << 20;
   config.parallel.num_threads = 2;
