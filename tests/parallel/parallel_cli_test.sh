@@ -350,7 +350,9 @@ case $case_name in
     # the running request fails, /health stops saying 200, the job exits non-zero.
     start_server --tensor-parallel-size 2
     expect_served_completion
-    long='{"model": "'$model'", "prompt": "Once", "max_tokens": 400, "ignore_eos": true, "n": 64}'
+    # Long enough (32 x 1500 tokens, a few seconds) to be running when rank 1 stops: a request
+    # that finished first would leave an idle server that has nothing to wait for.
+    long='{"model": "'$model'", "prompt": "Once", "max_tokens": 1500, "ignore_eos": true, "n": 32}'
     curl -s -o "$tmp/failed.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
       -H 'Content-Type: application/json' -d "$long" >"$tmp/failed.code" &
     sleep 1
