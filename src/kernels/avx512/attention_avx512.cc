@@ -661,21 +661,16 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   // T1 was 1.4-1.5x faster in every BM_PagedAttentionLongDecode shape (1 and 2 threads, 4K and
   // 32K context, 1 and 8 kv heads, 2 interleaved rounds): 2 threads 18-19 GB/s, ~72 % of what a
   // loop that only reads the same K/V rows in the same order (with these prefetches) reads.
-  // The next tile's K rows are prefetched at the start of this tile, its V rows before this
-  // tile's P·V (half the burst, half as far ahead): 2 threads 15-19 -> 20-22 GB/s in the same
-  // shapes (2026-11-28, 2 interleaved rounds; read probe 35-38 GB/s).
-  auto prefetch = [&](const T* base, const int64_t* offsets, int64_t n) {
-    for (int64_t t = 0; t < n; ++t) {
-      const char* row = reinterpret_cast<const char*>(base + offsets[t]);
-      for (size_t line = 0; line < row_bytes; line += 64) prefetch_l2(row + line);
-    }
-  };
+  // The next tile's K rows are prefetched while this tile's scores run, its V rows while its
+  // P·V runs (half the burst, half as far ahead): 2 threads 15-19 -> 20-22 GB/s in the same
+  // shapes (2026-11-28, 2 interleaved rounds; read probe 35-38 GB/s). The bf16 dot path issues
+  // them a row per key inside its loops (TilePrefetch); the others at the start of each phase.
   int64_t offsets[kKvTile];
   int64_t next_offsets[kKvTile];
   {
     const int64_t n = tile_offsets(kv_begin, offsets);
-    prefetch(k_base, offsets, n);
-    prefetch(v_base, offsets, n);
+    TilePrefetch{reinterpret_cast<const char*>(k_base), offsets, n, sizeof(T), row_bytes}.all();
+    TilePrefetch{reinterpret_cast<const char*>(v_base), offsets, n, sizeof(T), row_bytes}.all();
   }
   const float* k_rows[kKvTile];
   const T* k_cache_rows[kKvTile];
