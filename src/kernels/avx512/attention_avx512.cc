@@ -133,10 +133,10 @@ struct KvBF16Dot {
   static constexpr bool kDot = true;
 };
 
-// Sums of each of 16 vectors, as one vector (lane t = sum of v[t]): a transpose-and-add tree,
-// 45 shuffles/adds for 16 sums instead of ~8 dependent steps per _mm512_reduce_add_ps.
-inline __m512 reduce_add_16(const __m512* v) {
-  __m512 x[8], y[4];
+// The first two levels of the transpose-and-add trees below: y[i] lane 4q + k := the sum of
+// lane quad q of v[4i + k] (k in 0..3), for 16 vectors v.
+inline void sum_lane_quads(const __m512* v, __m512* y) {
+  __m512 x[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {  // lane quad: [a0+a2, b0+b2, a1+a3, b1+b3]
     x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
@@ -147,6 +147,13 @@ inline __m512 reduce_add_16(const __m512* v) {
     y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44),
                          _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xee));
   }
+}
+
+// Sums of each of 16 vectors, as one vector (lane t = sum of v[t]): a transpose-and-add tree,
+// 45 shuffles/adds for 16 sums instead of ~8 dependent steps per _mm512_reduce_add_ps.
+inline __m512 reduce_add_16(const __m512* v) {
+  __m512 y[4];
+  sum_lane_quads(v, y);
   const __m512 z0 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                   _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512 z1 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(2, 0, 2, 0)),
@@ -292,17 +299,8 @@ __m512bh as_bh(__m512i x) { return reinterpret_cast<__m512bh>(x); }
 // v[t] (t < 16) holds key t's four partial sums of each row (lanes 4r..4r+3); rows[r] := the 16
 // keys' scores of row r.
 inline void reduce_rows4(const __m512* v, __m512* rows) {
-  __m512 x[8], y[4];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {  // per row: [a0+a2, b0+b2, a1+a3, b1+b3] of keys 2i, 2i+1
-    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {  // per row: the sums of keys 4i..4i+3
-    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44),
-                         _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xee));
-  }
+  __m512 y[4];  // per row (lane quad): the sums of keys 4i..4i+3
+  sum_lane_quads(v, y);
   // A 4 x 4 transpose of 128-bit lanes: rows[r] lane i := y[i] lane r.
   const __m512 t0 = _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0));
   const __m512 t1 = _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2));
