@@ -4,7 +4,7 @@
 // distributions enable THP only on request). With 4 KiB pages every 4 KiB of a weight stream, and
 // every scattered block of a paged KV cache, costs a TLB miss and a page walk: measured on a Zen 4
 // guest, 2 threads, reads of 2 KiB chunks in random order 13-14 -> 24 GB/s, paged-attention decode
-// at 4K-32K context (8 kv heads) 20 -> 24.7-25.3 GB/s, the bf16 decode GEMV at the machine's fast
+// at 4K-32K context (8 kv heads) 20 -> 24.7-25.3 GiB/s, the bf16 decode GEMV at the machine's fast
 // state 54 -> 63 GB/s. The partial last huge page is left to small pages, so the request costs no memory beyond
 // what the buffer touches. Where THP is off (or madvise fails) the buffer just has small pages.
 #pragma once

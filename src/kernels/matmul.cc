@@ -35,7 +35,7 @@ using detail::PackedWeights;
 // on a Sapphire Rapids with AMX, oneDNN is ahead from m = 8 on (3.4 vs 4.3 ms), roughly even at
 // m = 4 (vdpbf16ps runs at a quarter of the FMA rate there, and oneDNN has AMX). Without AMX
 // (Zen 4, 2026-11-28, two rounds) the AVX512-BF16 kernel is ahead up to m = 16: m = 8 39.6 vs
-// 24.7-28.0 GB/s of weights, m = 16 22.1-22.4 vs 18.3-19.0; at m = 32 both run 10.5-11.2.
+// 24.7-28.0 GiB/s of weights, m = 16 22.1-22.4 vs 18.3-19.0; at m = 32 both run 10.5-11.2.
 constexpr int64_t kMaxSmallMBf16Amx = 5;
 constexpr int64_t kMaxSmallMBf16 = 16;
 int64_t max_small_m_bf16() {
