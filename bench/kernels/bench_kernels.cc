@@ -9,6 +9,7 @@
 //   ../shared/bench/own-autogroup.sh build/bench/kernels/kernels_bench --benchmark_repetitions=5
 // VELLUM_ISA=avx2 (etc.) measures a lower ISA's kernels on the same machine.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 
 #include "common/aligned_buffer.h"
 #include "common/half.h"
+#include "cpu/cpu_info.h"
 #include "cpu/isa.h"
 #include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
@@ -101,6 +103,131 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.counters["threads"] = threads;
 }
 BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The machine's arithmetic ceilings, to compare the compute-bound kernels with (prefill and
+// batched GEMMs, attention from cache): each thread runs 12 independent chains of one
+// instruction on registers (no memory), 12 x 2^22 instructions per thread per iteration.
+// Counters: GOPS (a multiply-add counts 2, as GFLOPs in BM_LinearPrefill) and G instructions/s;
+// "per_thread" divides by the threads. Skipped where the CPU lacks the instruction.
+enum class PeakOp { kF32FmaYmm, kF32FmaZmm, kBf16DotZmm, kInt8DotZmm };
+
+constexpr int64_t kPeakSteps = int64_t{1} << 22;  // steps of 12 instructions: ~5 x 10^7 per thread
+#define VELLUM_PEAK_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+__attribute__((target("avx2,fma"))) float peak_fma_ymm(int64_t steps) {
+#define DECL(i) __m256 a##i = _mm256_set1_ps(0.001f * (i));
+  VELLUM_PEAK_CHAINS(DECL)
+#undef DECL
+  const __m256 f = _mm256_set1_ps(0.5f), g = _mm256_set1_ps(0.25f);
+  for (int64_t n = 0; n < steps; ++n) {
+#define STEP(i) a##i = _mm256_fmadd_ps(a##i, f, g);
+    VELLUM_PEAK_CHAINS(STEP)
+#undef STEP
+  }
+  __m256 s = _mm256_setzero_ps();
+#define SUM(i) s = _mm256_add_ps(s, a##i);
+  VELLUM_PEAK_CHAINS(SUM)
+#undef SUM
+  return _mm256_cvtss_f32(s);
+}
+
+__attribute__((target("avx512f"))) float peak_fma_zmm(int64_t steps) {
+#define DECL(i) __m512 a##i = _mm512_set1_ps(0.001f * (i));
+  VELLUM_PEAK_CHAINS(DECL)
+#undef DECL
+  const __m512 f = _mm512_set1_ps(0.5f), g = _mm512_set1_ps(0.25f);
+  for (int64_t n = 0; n < steps; ++n) {
+#define STEP(i) a##i = _mm512_fmadd_ps(a##i, f, g);
+    VELLUM_PEAK_CHAINS(STEP)
+#undef STEP
+  }
+  __m512 s = _mm512_setzero_ps();
+#define SUM(i) s = _mm512_add_ps(s, a##i);
+  VELLUM_PEAK_CHAINS(SUM)
+#undef SUM
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0];
+}
+
+__attribute__((target("avx512f,avx512bf16"))) float peak_bf16_dot_zmm(int64_t steps) {
+#define DECL(i) __m512 a##i = _mm512_set1_ps(0.001f * (i));
+  VELLUM_PEAK_CHAINS(DECL)
+#undef DECL
+  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3c003c00));  // small values
+  for (int64_t n = 0; n < steps; ++n) {
+#define STEP(i) a##i = _mm512_dpbf16_ps(a##i, x, x);
+    VELLUM_PEAK_CHAINS(STEP)
+#undef STEP
+  }
+  __m512 s = _mm512_setzero_ps();
+#define SUM(i) s = _mm512_add_ps(s, a##i);
+  VELLUM_PEAK_CHAINS(SUM)
+#undef SUM
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0];
+}
+
+__attribute__((target("avx512f,avx512vnni"))) float peak_int8_dot_zmm(int64_t steps) {
+#define DECL(i) __m512i a##i = _mm512_set1_epi32(i);
+  VELLUM_PEAK_CHAINS(DECL)
+#undef DECL
+  const __m512i x = _mm512_set1_epi8(1);
+  for (int64_t n = 0; n < steps; ++n) {
+#define STEP(i) a##i = _mm512_dpbusd_epi32(a##i, x, x);
+    VELLUM_PEAK_CHAINS(STEP)
+#undef STEP
+  }
+  __m512i s = _mm512_setzero_si512();
+#define SUM(i) s = _mm512_add_epi32(s, a##i);
+  VELLUM_PEAK_CHAINS(SUM)
+#undef SUM
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, s);
+  return static_cast<float>(lanes[0]);
+}
+#undef VELLUM_PEAK_CHAINS
+
+void BM_PeakRate(benchmark::State& state, PeakOp op) {
+  const cpu::CpuInfo& cpu = cpu::cpu_info();
+  // Multiply-adds per instruction, and whether this CPU has it.
+  struct Kind {
+    double macs;
+    bool supported;
+    float (*run)(int64_t);
+  };
+  const Kind kind = [&]() -> Kind {
+    switch (op) {
+      case PeakOp::kF32FmaYmm: return {8, cpu.avx2 && cpu.fma, peak_fma_ymm};
+      case PeakOp::kF32FmaZmm: return {16, cpu.avx512f, peak_fma_zmm};
+      case PeakOp::kBf16DotZmm: return {32, cpu.avx512_bf16, peak_bf16_dot_zmm};
+      case PeakOp::kInt8DotZmm: return {64, cpu.avx512_vnni, peak_int8_dot_zmm};
+    }
+    return {0, false, nullptr};
+  }();
+  if (!kind.supported) {
+    state.SkipWithError("this CPU lacks the instruction");
+    return;
+  }
+  const int threads = omp_get_max_threads();
+  float sink = 0.0f;
+  for (auto _ : state) {
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += kind.run(kPeakSteps);
+  }
+  benchmark::DoNotOptimize(sink);
+  const double instructions = 12.0 * static_cast<double>(kPeakSteps) * threads;
+  state.counters["G_instr_per_s"] =
+      benchmark::Counter(instructions * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOPS"] = benchmark::Counter(2.0 * kind.macs * instructions * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+BENCHMARK_CAPTURE(BM_PeakRate, f32_fma_ymm, PeakOp::kF32FmaYmm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PeakRate, f32_fma_zmm, PeakOp::kF32FmaZmm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PeakRate, bf16_dot_zmm, PeakOp::kBf16DotZmm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PeakRate, int8_dot_zmm, PeakOp::kInt8DotZmm)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_LinearDecode(benchmark::State& state, WeightType type) {
   const int64_t m = state.range(0);
@@ -295,6 +422,7 @@ struct AttentionShape {
   KvType kv_type;
   int64_t q_len = 1;
   int64_t block_size = 16;
+  bool from_cache = false;  // one pool, read again every iteration (stays in L2 if small)
 };
 
 void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
@@ -303,7 +431,8 @@ void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
   const int64_t num_blocks = shape.num_seqs * blocks_per_seq + 1;
   const size_t pool_bytes = num_blocks * shape.num_kv_heads * kBlockSize * shape.head_dim *
                             kv_type_size(shape.kv_type);
-  const int num_layers = static_cast<int>(std::max<size_t>(2, kStreamBytes / 2 / (2 * pool_bytes)));
+  const int num_layers =
+      shape.from_cache ? 1 : static_cast<int>(std::max<size_t>(2, kStreamBytes / 2 / (2 * pool_bytes)));
   std::vector<AlignedBuffer> k_pools, v_pools;
   for (int l = 0; l < num_layers; ++l) {
     k_pools.emplace_back(pool_bytes);
@@ -381,6 +510,22 @@ void BM_PagedAttentionLongDecode(benchmark::State& state) {
 BENCHMARK(BM_PagedAttentionLongDecode)
     ->ArgNames({"ctx", "seqs", "kv_heads", "block"})
     ->ArgsProduct({{4096, 16384, 32768}, {1, 8}, {8, 1}, {128, 16}})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The decode kernel's arithmetic ceiling: the shape of BM_PagedAttentionLongDecode (block 128)
+// with K/V that stay in each core's L2 (one pool, 512 KiB of K/V per thread at 2 threads: 8 kv
+// heads x 512 tokens, or 1 kv head x 4096 tokens split over the threads). Where this rate is
+// below the DRAM probe, decode attention is bound by the kernel's instructions, not by memory.
+void BM_PagedAttentionDecodeFromCache(benchmark::State& state) {
+  const int64_t num_kv_heads = state.range(1);
+  AttentionShape shape{1, state.range(0), 4 * num_kv_heads, num_kv_heads, 64, KvType::kBF16, 1, 128};
+  shape.from_cache = true;
+  run_paged_attention(state, shape);
+}
+BENCHMARK(BM_PagedAttentionDecodeFromCache)
+    ->ArgNames({"ctx", "kv_heads"})
+    ->Args({512, 8})
+    ->Args({4096, 1})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // A prefill chunk: the last 512 tokens of a ctx-token prompt as queries (ctx 512: a whole
