@@ -107,87 +107,59 @@ BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRe
 // The machine's arithmetic ceilings, to compare the compute-bound kernels with (prefill and
 // batched GEMMs, attention from cache): each thread runs 12 independent chains of one
 // instruction on registers (no memory), 12 x 2^22 instructions per thread per iteration.
-// Counters: GOPS (a multiply-add counts 2, as GFLOPs in BM_LinearPrefill) and G instructions/s;
-// "per_thread" divides by the threads. Skipped where the CPU lacks the instruction.
+// Counters: GOPS (a multiply-add counts 2, as GFLOPs in BM_LinearPrefill), G_instr_per_s (all
+// threads) and threads. Skipped where the CPU lacks the instruction (the functions carry their
+// own target attributes, so the binary runs anywhere).
 enum class PeakOp { kF32FmaYmm, kF32FmaZmm, kBf16DotZmm, kInt8DotZmm };
 
-constexpr int64_t kPeakSteps = int64_t{1} << 22;  // steps of 12 instructions: ~5 x 10^7 per thread
-#define VELLUM_PEAK_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+constexpr int64_t kPeakSteps = int64_t{1} << 22;
 
-__attribute__((target("avx2,fma"))) float peak_fma_ymm(int64_t steps) {
-#define DECL(i) __m256 a##i = _mm256_set1_ps(0.001f * (i));
-  VELLUM_PEAK_CHAINS(DECL)
-#undef DECL
-  const __m256 f = _mm256_set1_ps(0.5f), g = _mm256_set1_ps(0.25f);
-  for (int64_t n = 0; n < steps; ++n) {
-#define STEP(i) a##i = _mm256_fmadd_ps(a##i, f, g);
-    VELLUM_PEAK_CHAINS(STEP)
-#undef STEP
+// One function per instruction: `steps` rounds of 12 independent chains acc_i = OP(acc_i), kept
+// in registers; the chains are xor-folded at the end so the compiler cannot drop them.
+#define VELLUM_PEAK_FN(name, isa, Vec, init, op)                                       \
+  __attribute__((target(isa))) float name(int64_t steps) {                             \
+    Vec a0 = init(0), a1 = init(1), a2 = init(2), a3 = init(3), a4 = init(4), a5 = init(5); \
+    Vec a6 = init(6), a7 = init(7), a8 = init(8), a9 = init(9), a10 = init(10), a11 = init(11); \
+    for (int64_t n = 0; n < steps; ++n) {                                              \
+      a0 = op(a0); a1 = op(a1); a2 = op(a2); a3 = op(a3); a4 = op(a4); a5 = op(a5);     \
+      a6 = op(a6); a7 = op(a7); a8 = op(a8); a9 = op(a9); a10 = op(a10); a11 = op(a11); \
+    }                                                                                  \
+    const Vec all[12] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11};            \
+    uint32_t bits = 0;                                                                 \
+    for (const Vec& v : all) {                                                         \
+      uint32_t lane0;                                                                  \
+      std::memcpy(&lane0, &v, sizeof(lane0));                                          \
+      bits ^= lane0;                                                                   \
+    }                                                                                  \
+    return static_cast<float>(bits);                                                   \
   }
-  __m256 s = _mm256_setzero_ps();
-#define SUM(i) s = _mm256_add_ps(s, a##i);
-  VELLUM_PEAK_CHAINS(SUM)
-#undef SUM
-  return _mm256_cvtss_f32(s);
-}
 
-__attribute__((target("avx512f"))) float peak_fma_zmm(int64_t steps) {
-#define DECL(i) __m512 a##i = _mm512_set1_ps(0.001f * (i));
-  VELLUM_PEAK_CHAINS(DECL)
-#undef DECL
-  const __m512 f = _mm512_set1_ps(0.5f), g = _mm512_set1_ps(0.25f);
-  for (int64_t n = 0; n < steps; ++n) {
-#define STEP(i) a##i = _mm512_fmadd_ps(a##i, f, g);
-    VELLUM_PEAK_CHAINS(STEP)
-#undef STEP
-  }
-  __m512 s = _mm512_setzero_ps();
-#define SUM(i) s = _mm512_add_ps(s, a##i);
-  VELLUM_PEAK_CHAINS(SUM)
-#undef SUM
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, s);
-  return lanes[0];
-}
+#define FMA_YMM_INIT(i) _mm256_set1_ps(0.001f * (i))
+#define FMA_YMM_OP(a) _mm256_fmadd_ps(a, _mm256_set1_ps(0.5f), _mm256_set1_ps(0.25f))
+VELLUM_PEAK_FN(peak_fma_ymm, "avx2,fma", __m256, FMA_YMM_INIT, FMA_YMM_OP)
 
-__attribute__((target("avx512f,avx512bf16"))) float peak_bf16_dot_zmm(int64_t steps) {
-#define DECL(i) __m512 a##i = _mm512_set1_ps(0.001f * (i));
-  VELLUM_PEAK_CHAINS(DECL)
-#undef DECL
-  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3c003c00));  // small values
-  for (int64_t n = 0; n < steps; ++n) {
-#define STEP(i) a##i = _mm512_dpbf16_ps(a##i, x, x);
-    VELLUM_PEAK_CHAINS(STEP)
-#undef STEP
-  }
-  __m512 s = _mm512_setzero_ps();
-#define SUM(i) s = _mm512_add_ps(s, a##i);
-  VELLUM_PEAK_CHAINS(SUM)
-#undef SUM
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, s);
-  return lanes[0];
-}
+#define ZMM_INIT(i) _mm512_set1_ps(0.001f * (i))
+#define FMA_ZMM_OP(a) _mm512_fmadd_ps(a, _mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f))
+VELLUM_PEAK_FN(peak_fma_zmm, "avx512f", __m512, ZMM_INIT, FMA_ZMM_OP)
 
-__attribute__((target("avx512f,avx512vnni"))) float peak_int8_dot_zmm(int64_t steps) {
-#define DECL(i) __m512i a##i = _mm512_set1_epi32(i);
-  VELLUM_PEAK_CHAINS(DECL)
-#undef DECL
-  const __m512i x = _mm512_set1_epi8(1);
-  for (int64_t n = 0; n < steps; ++n) {
-#define STEP(i) a##i = _mm512_dpbusd_epi32(a##i, x, x);
-    VELLUM_PEAK_CHAINS(STEP)
-#undef STEP
-  }
-  __m512i s = _mm512_setzero_si512();
-#define SUM(i) s = _mm512_add_epi32(s, a##i);
-  VELLUM_PEAK_CHAINS(SUM)
-#undef SUM
-  alignas(64) int32_t lanes[16];
-  _mm512_store_si512(lanes, s);
-  return static_cast<float>(lanes[0]);
-}
-#undef VELLUM_PEAK_CHAINS
+// Small bf16 values (0x3c00 = 2^-7) so the sums stay finite.
+#define BF16_DOT_OP(a) \
+  _mm512_dpbf16_ps(a, reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3c003c00)), \
+                   reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3c003c00)))
+VELLUM_PEAK_FN(peak_bf16_dot_zmm, "avx512f,avx512bf16", __m512, ZMM_INIT, BF16_DOT_OP)
+
+#define INT8_INIT(i) _mm512_set1_epi32(i)
+#define INT8_DOT_OP(a) _mm512_dpbusd_epi32(a, _mm512_set1_epi8(1), _mm512_set1_epi8(1))
+VELLUM_PEAK_FN(peak_int8_dot_zmm, "avx512f,avx512vnni", __m512i, INT8_INIT, INT8_DOT_OP)
+
+#undef FMA_YMM_INIT
+#undef FMA_YMM_OP
+#undef ZMM_INIT
+#undef FMA_ZMM_OP
+#undef BF16_DOT_OP
+#undef INT8_INIT
+#undef INT8_DOT_OP
+#undef VELLUM_PEAK_FN
 
 void BM_PeakRate(benchmark::State& state, PeakOp op) {
   const cpu::CpuInfo& cpu = cpu::cpu_info();
