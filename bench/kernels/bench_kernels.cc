@@ -398,10 +398,9 @@ struct AttentionShape {
 };
 
 void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
-  const int64_t kBlockSize = shape.block_size;
-  const int64_t blocks_per_seq = shape.ctx / kBlockSize;
+  const int64_t blocks_per_seq = shape.ctx / shape.block_size;
   const int64_t num_blocks = shape.num_seqs * blocks_per_seq + 1;
-  const size_t pool_bytes = num_blocks * shape.num_kv_heads * kBlockSize * shape.head_dim *
+  const size_t pool_bytes = num_blocks * shape.num_kv_heads * shape.block_size * shape.head_dim *
                             kv_type_size(shape.kv_type);
   const int num_layers =
       shape.from_cache ? 1 : static_cast<int>(std::max<size_t>(2, kStreamBytes / 2 / (2 * pool_bytes)));
@@ -426,7 +425,7 @@ void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
   p.num_heads = shape.num_heads;
   p.num_kv_heads = shape.num_kv_heads;
   p.head_dim = shape.head_dim;
-  p.block_size = kBlockSize;
+  p.block_size = shape.block_size;
   p.max_blocks_per_seq = blocks_per_seq;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   p.kv_type = shape.kv_type;

@@ -33,7 +33,8 @@ struct CacheConfig {
   // generic default, 16, is what the engine tests use): a kv head's K or V rows of a block are
   // one contiguous run the decode attention reads, 2 KiB at 16 tokens (head dim 64, bf16) and
   // 16 KiB at 128. Measured (Zen 4, 2 threads, BM_PagedAttentionLongDecode 4K-32K context, 8 kv
-  // heads): 24-25 GiB/s at 16, 29-31 at 128. Prefix caching then shares prompts in 128-token steps.
+  // heads, 2 rounds, read probe 59-64 GB/s): 22.4-24.9 GiB/s at 16, 28.2-29.0 at 128. Prefix
+  // caching then shares prompts in 128-token steps.
   int64_t block_size = 128;
   std::string cache_dtype = "auto";         // auto | f32 | f16 | bf16  (--kv-cache-dtype)
   int64_t kv_cache_memory_bytes = 0;        // explicit KV budget (--kv-cache-memory); 0: use fraction
