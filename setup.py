@@ -1,11 +1,14 @@
 """Builds vellum._C with the project's CMake (target vellum_python) for `pip install`.
 
 The CMake build lives in build/pip (kept between installs, so a reinstall only rebuilds what
-changed); VELLUM_PIP_BUILD_DIR chooses another folder, CMAKE_BUILD_PARALLEL_LEVEL the jobs.
+changed); VELLUM_PIP_BUILD_DIR chooses another folder, CMAKE_BUILD_PARALLEL_LEVEL the jobs, and
+VELLUM_PIP_CMAKE_ARGS adds configure arguments (after the defaults, so they win: the venv install
+test builds with the test build's flags, so that ccache serves its objects).
 """
 
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +29,7 @@ class CMakeBuild(build_ext):
         ]
         if shutil.which("ccache"):
             configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+        configure += shlex.split(os.environ.get("VELLUM_PIP_CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "vellum_python", "-j", jobs],

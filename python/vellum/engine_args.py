@@ -19,7 +19,11 @@ class EngineArgs:
     does not implement are refused with a ValueError when set to anything but their neutral value.
     """
 
-    model: str = ""  # a GGUF file or a Hugging Face model directory
+    # a GGUF file, a Hugging Face model directory, or a repo id in the local Hugging Face cache
+    # (HF_HUB_CACHE / HF_HOME; read offline, as vLLM with HF_HUB_OFFLINE=1)
+    model: str = ""
+    # the GGUF to load from a directory or cached repo holding several (transformers' gguf_file)
+    gguf_file: Optional[str] = None
     # a Hugging Face directory (tokenizer.json), a tokenizer.json or a GGUF file; None: the model's
     tokenizer: Optional[str] = None
     tokenizer_mode: str = "auto"
@@ -63,6 +67,8 @@ class EngineArgs:
         c = _C.EngineConfig()
         c.model.model = os.fspath(self.model)
         c.model.dtype = self.dtype
+        if self.gguf_file is not None:
+            c.model.gguf_file = os.fspath(self.gguf_file)
         if self.tokenizer is not None:
             c.model.tokenizer = os.fspath(self.tokenizer)
         c.model.skip_tokenizer_init = bool(self.skip_tokenizer_init)

@@ -14,6 +14,9 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
                  "Model format: auto (a directory is a Hugging Face checkpoint), gguf, "
                  "safetensors")
       ->check(CLI::IsMember({"auto", "gguf", "safetensors"}));
+  app.add_option("--gguf-file", config.model.gguf_file,
+                 "The GGUF to load when the model is a directory or a Hugging Face repo id "
+                 "holding several");
   app.add_option("--tokenizer", config.model.tokenizer,
                  "Tokenizer to use instead of the model's: a Hugging Face directory, a "
                  "tokenizer.json or a GGUF file");

@@ -13,6 +13,7 @@
 #include "cpu/isa.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
+#include "model/io/hf_cache.h"
 #include "model/weight_loading.h"
 
 namespace vellum::engine {
@@ -64,8 +65,10 @@ LoadedModel load_model_file(const ModelConfig& config, const model::ModelParalle
                "no model given: pass a GGUF file or a Hugging Face model directory (make one "
                "with `vellum make-model`)");
   LoadedModel loaded;
-  loaded.files =
-      model::open_model_files(config.model, model::parse_load_format(config.load_format));
+  // A Hugging Face repo id is looked up in the local cache (offline, as vLLM with
+  // HF_HUB_OFFLINE=1); --gguf-file picks one GGUF of a repo or directory holding several.
+  loaded.files = model::open_model_files(model::resolve_model_path(config.model, config.gguf_file),
+                                         model::parse_load_format(config.load_format));
   model::ModelLoadOptions options;
   options.precision = parse_dtype(config.dtype);
   options.parallel = parallel;

@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "gguf/gguf.h"
+#include "model/io/hf_cache.h"
 
 namespace vellum::engine {
 namespace {
@@ -15,8 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::unique_ptr<tokenizer::Tokenizer> tokenizer_from_path(const fs::path& path,
+std::unique_ptr<tokenizer::Tokenizer> tokenizer_from_path(const fs::path& given,
                                                           const char* option) {
+  // A Hugging Face repo id names its snapshot in the local cache (nothing is downloaded).
+  const fs::path path = model::resolve_model_path(given.string());
   std::error_code ec;
   VELLUM_CHECK(fs::exists(path, ec), ErrorCode::kIo, "{} '{}' does not exist", option,
                path.string());

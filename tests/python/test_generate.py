@@ -274,3 +274,28 @@ def test_structured_outputs_constrain_the_output(llm):
     assert outs[1].outputs[0].text in ("alpha", "beta")
     value = json.loads(outs[2].outputs[0].text)
     assert isinstance(value["n"], int) and set(value) == {"n"}
+
+
+def test_hugging_face_repo_id_from_the_local_cache(tiny_model, tmp_path, monkeypatch):
+    """LLM(model="ORG/NAME") loads the repo's snapshot from the local hub cache (offline)."""
+    import shutil
+
+    snapshot = tmp_path / "hub" / "models--TestOrg--Tiny-GGUF" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abc")
+    shutil.copyfile(tiny_model, snapshot / "tiny-f32.gguf")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    expected = LLM(model=tiny_model, **ENGINE).generate(
+        "Hello", SamplingParams(temperature=0, max_tokens=6), use_tqdm=False)
+    llm = LLM(model="TestOrg/Tiny-GGUF", **ENGINE)
+    out = llm.generate("Hello", SamplingParams(temperature=0, max_tokens=6), use_tqdm=False)
+    assert out[0].outputs[0].token_ids == expected[0].outputs[0].token_ids
+    # Two GGUF files: gguf_file chooses, and without it the error lists them.
+    shutil.copyfile(tiny_model, snapshot / "tiny-copy.gguf")
+    with pytest.raises(ValueError, match="tiny-copy.gguf, tiny-f32.gguf; choose one with --gguf-file"):
+        LLM(model="TestOrg/Tiny-GGUF", **ENGINE)
+    LLM(model="TestOrg/Tiny-GGUF", gguf_file="tiny-copy.gguf", **ENGINE)
+    with pytest.raises(OSError, match="'TestOrg/Absent' does not exist as a local path or in the "
+                                      "local Hugging Face cache; tried .*models--TestOrg--Absent"):
+        LLM(model="TestOrg/Absent", **ENGINE)
