@@ -130,8 +130,8 @@ QuantizeSummary quantize_model(const QuantizeOptions& options) {
     VELLUM_CHECK(options.allow_requantize || !is_block_quantized(t.type),
                  ErrorCode::kInvalidArgument,
                  "requantizing from type {} is disabled (tensor '{}' of {} is already "
-                 "quantized; converting it to {} compounds the quantization error): pass "
-                 "--allow-requantize to convert it anyway",
+                 "quantized): pass --allow-requantize to convert it to {} anyway (to F32, F16 "
+                 "or BF16 that dequantizes it; to another quantized type the errors compound)",
                  gguf::ggml_type_name(t.type), t.name, options.input.string(),
                  gguf::ggml_type_name(p.new_type));
     VELLUM_CHECK(weight_type(t.type).has_value(), ErrorCode::kUnsupported,
