@@ -81,12 +81,16 @@ void convert_tensor(const gguf::TensorInfo& tensor, kernels::WeightType from, Gg
 
 void check_paths(const QuantizeOptions& options) {
   VELLUM_CHECK(!options.output.empty(), ErrorCode::kInvalidArgument, "no output path given");
+  // The same file under another name (a link), or the same path spelled differently.
   std::error_code ec;
-  const bool same = std::filesystem::exists(options.output, ec) &&
-                    std::filesystem::equivalent(options.input, options.output, ec);
-  VELLUM_CHECK(!same && std::filesystem::weakly_canonical(options.input, ec) !=
-                            std::filesystem::weakly_canonical(options.output, ec),
-               ErrorCode::kInvalidArgument,
+  bool same = std::filesystem::exists(options.output, ec) &&
+              std::filesystem::equivalent(options.input, options.output, ec);
+  std::error_code in_ec;
+  std::error_code out_ec;
+  const auto in = std::filesystem::weakly_canonical(options.input, in_ec);
+  const auto out = std::filesystem::weakly_canonical(options.output, out_ec);
+  same = same || (!in_ec && !out_ec && in == out);
+  VELLUM_CHECK(!same, ErrorCode::kInvalidArgument,
                "the output '{}' is the input file; write the quantized model to another path",
                options.output.string());
 }
