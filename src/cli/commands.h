@@ -14,6 +14,7 @@ CommandRunner add_generate_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_inspect_command(CLI::App& app);
 CommandRunner add_make_model_command(CLI::App& app);
+CommandRunner add_quantize_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
 CommandRunner add_serve_command(CLI::App& app);
 // `bench throughput` under the `bench` subcommand.

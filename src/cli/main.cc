@@ -1,4 +1,5 @@
-// vellum: the command-line program (generate, tokenize, inspect, make-model, bench, serve).
+// vellum: the command-line program (generate, tokenize, inspect, make-model, quantize,
+// bench, serve).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   runners["tokenize"] = vellum::cli::add_tokenize_command(app);
   runners["inspect"] = vellum::cli::add_inspect_command(app);
   runners["make-model"] = vellum::cli::add_make_model_command(app);
+  runners["quantize"] = vellum::cli::add_quantize_command(app);
   runners["bench"] = vellum::cli::add_bench_command(app);
   runners["serve"] = vellum::cli::add_serve_command(app);
 
