@@ -16,6 +16,7 @@
 #include "cli/engine_options.h"
 #include "cli/perplexity.h"
 #include "common/check.h"
+#include "engine/model_setup.h"
 #include "vellum/engine.h"
 
 namespace vellum::cli {
@@ -84,7 +85,8 @@ int run_perplexity_command(PerplexityOptions& o) {
               tokens.size(), static_cast<long long>(plan.num_windows),
               static_cast<long long>(plan.num_ctx),
               static_cast<long long>(plan.num_scored_per_window),
-              window_bos ? ", BOS first in each" : "", o.config.cache.cache_dtype.c_str());
+              window_bos ? ", BOS first in each" : "",
+              engine::kv_type_name(engine::parse_kv_cache_dtype(o.config.cache.cache_dtype)));
   std::fflush(stdout);
   const PerplexityRun run = run_perplexity(engine, tokens, plan, window_bos,
                                            [](int64_t window_idx, double ppl) {
