@@ -271,7 +271,7 @@ int run_latency(LatencyOptions& o) {
 }  // namespace
 
 CommandRunner add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (latency, throughput, serve)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (latency, throughput, serve, perplexity)");
   bench->require_subcommand(1);
 
   auto* latency = bench->add_subcommand("latency", "Prefill and decode speed of one batch");
@@ -291,9 +291,11 @@ CommandRunner add_bench_command(CLI::App& app) {
 
   auto throughput_runner = add_throughput_command(*bench);
   auto serve_runner = add_serve_bench_command(*bench);
-  return [bench, latency, lo, throughput_runner, serve_runner] {
+  auto perplexity_runner = add_perplexity_command(*bench);
+  return [bench, latency, lo, throughput_runner, serve_runner, perplexity_runner] {
     if (latency->parsed()) return run_latency(*lo);
     if (bench->get_subcommand("serve")->parsed()) return serve_runner();
+    if (bench->get_subcommand("perplexity")->parsed()) return perplexity_runner();
     return throughput_runner();
   };
 }

@@ -21,5 +21,7 @@ CommandRunner add_serve_command(CLI::App& app);
 CommandRunner add_throughput_command(CLI::App& bench);
 // `bench serve` under the `bench` subcommand: an HTTP client, no engine.
 CommandRunner add_serve_bench_command(CLI::App& bench);
+// `bench perplexity` under the `bench` subcommand: llama-perplexity's method through the engine.
+CommandRunner add_perplexity_command(CLI::App& bench);
 
 }  // namespace vellum::cli

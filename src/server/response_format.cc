@@ -23,6 +23,12 @@ json utf8_bytes(const std::string& text) {
 
 }  // namespace
 
+int64_t num_code_points(const std::string& text) {
+  int64_t count = 0;
+  for (unsigned char c : text) count += (c & 0xC0) != 0x80;  // continuation bytes are 10xxxxxx
+  return count;
+}
+
 json header_json(const ResponseHeader& header) {
   return json{{"id", header.id},
               {"object", header.object},
@@ -80,7 +86,7 @@ json completion_logprobs_json(const std::vector<int32_t>& token_ids,
       top_logprobs.push_back(std::move(top));
     }
     text_offset.push_back(offset);
-    offset += static_cast<int64_t>(token.size());
+    offset += num_code_points(token);
   }
   return json{{"text_offset", std::move(text_offset)},
               {"token_logprobs", std::move(token_logprobs)},

@@ -41,10 +41,15 @@ nlohmann::ordered_json header_json(const ResponseHeader& header);
 std::vector<std::pair<int32_t, float>> ranked_logprobs(const TokenLogprobs& position,
                                                        int64_t num_top);
 
+// Characters of a UTF-8 string as Python's len() counts them (code points): the unit of the
+// completions API's text_offset.
+int64_t num_code_points(const std::string& text);
+
 // Completions logprobs {"text_offset", "token_logprobs", "tokens", "top_logprobs"} of `token_ids`.
 // positions[i] holds the logprobs of token_ids[i], or nullopt (the first prompt token), which
 // gives null entries. Each top_logprobs entry maps token text to logprob for the chosen token
-// and the `num_top` best (vLLM returns num_top + 1 entries).
+// and the `num_top` best (vLLM returns num_top + 1 entries). text_offset counts code points from
+// initial_text_offset, as vLLM's len() of each token string.
 nlohmann::ordered_json completion_logprobs_json(const std::vector<int32_t>& token_ids,
                                         const std::vector<const TokenLogprobs*>& positions,
                                         int64_t num_top, int64_t initial_text_offset,

@@ -190,7 +190,7 @@ bool CompletionRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
         }
         choice["token_ids"] = output.token_ids;
       }
-      text_lens[i] += static_cast<int64_t>(text.size());
+      text_lens[i] += num_code_points(text);
       num_tokens[i] += static_cast<int64_t>(output.token_ids.size());
       json chunk = header_json(header_);
       chunk["choices"] = json::array({std::move(choice)});

@@ -64,6 +64,21 @@ TEST(ServerResponseFormatTest, CompletionLogprobsHaveOffsetsNullsAndTopPlusOne) 
   EXPECT_TRUE(j["top_logprobs"][2].contains("t5"));
 }
 
+// text_offset is in characters (vLLM adds Python's len() of each token), not UTF-8 bytes.
+TEST(ServerResponseFormatTest, CompletionTextOffsetsCountCharacters) {
+  EXPECT_EQ(num_code_points(""), 0);
+  EXPECT_EQ(num_code_points("abc"), 3);
+  EXPECT_EQ(num_code_points("caf\xc3\xa9"), 4);        // café
+  EXPECT_EQ(num_code_points("\xe2\x9c\x93"), 1);        // ✓
+  EXPECT_EQ(num_code_points("\xf0\x9f\x99\x82!"), 2);  // 🙂! (one code point, not two)
+  const auto text = [](int32_t id) {
+    return id == 1 ? std::string("\xc3\xa9t\xc3\xa9") : std::string("\xf0\x9f\x99\x82");
+  };
+  const auto second = position(2, -0.5f, 1, {{2, -0.5f}});
+  const json j = completion_logprobs_json({1, 2, 1}, {nullptr, &second, &second}, 0, 5, text);
+  EXPECT_EQ(j["text_offset"], json({5, 8, 9}));
+}
+
 TEST(ServerResponseFormatTest, ChatLogprobsHaveBytesAndTopLogprobs) {
   const std::vector<TokenLogprobs> positions = {
       position(4, -0.5f, 1, {{4, -0.5f}, {6, -1.0f}, {7, -3.0f}})};
