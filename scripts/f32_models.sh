@@ -18,6 +18,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 vellum="${1:?usage: $0 VELLUM_BINARY}"
 in_dir="${VELLUM_MODELS_DIR:-$root/build/models/real}"
 out_dir="${VELLUM_F32_MODELS_DIR:-$in_dir}"
+if [ ! -x "$vellum" ]; then
+  echo "f32_models.sh: $vellum is not an executable: build the vellum target first" >&2
+  exit 1
+fi
 
 tmp=""
 trap '[ -z "$tmp" ] || rm -f "$tmp"' EXIT
