@@ -30,6 +30,9 @@ struct ModelConfig {
   // is chunked (--batch-invariant; vLLM's VLLM_BATCH_INVARIANT). Costs prefill and batched speed
   // (no oneDNN / AMX); process-wide.
   bool batch_invariant = false;
+  // The most logprobs or prompt_logprobs a request may ask for; -1: the whole vocabulary
+  // (vLLM's --max-logprobs). Fidelity tests raise it to score arbitrary tokens.
+  int64_t max_logprobs = 20;
 };
 
 struct CacheConfig {

@@ -561,7 +561,8 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
     if (bad.error) return bad.error->message;
     params.bad_words_token_ids = std::move(bad.token_ids);
   }
-  if (auto error = params.validate_for_model(SamplingModelLimits{vocab_size()})) {
+  if (auto error = params.validate_for_model(
+          SamplingModelLimits{vocab_size(), config_.model.max_logprobs})) {
     return error->message;
   }
   if (beam_groups_.contains(request_id)) {
