@@ -53,7 +53,8 @@ void bind_config(py::module_& m) {
       .def_readwrite("tokenizer", &ModelConfig::tokenizer)
       .def_readwrite("skip_tokenizer_init", &ModelConfig::skip_tokenizer_init)
       .def_readwrite("generation_config", &ModelConfig::generation_config)
-      .def_readwrite("batch_invariant", &ModelConfig::batch_invariant);
+      .def_readwrite("batch_invariant", &ModelConfig::batch_invariant)
+      .def_readwrite("max_logprobs", &ModelConfig::max_logprobs);
   py::class_<CacheConfig>(m, "CacheConfig")
       .def(py::init<>())
       .def_readwrite("block_size", &CacheConfig::block_size)

@@ -19,6 +19,7 @@ class ModelConfig:
     skip_tokenizer_init: bool
     generation_config: str
     batch_invariant: bool
+    max_logprobs: int
     def __init__(self) -> None: ...
 
 class CacheConfig:

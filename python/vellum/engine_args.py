@@ -75,6 +75,7 @@ class EngineArgs:
         c.model.load_format = self.load_format
         c.model.generation_config = os.fspath(self.generation_config)
         c.model.batch_invariant = bool(self.batch_invariant)
+        c.model.max_logprobs = self.max_logprobs
         if self.max_model_len is not None:
             c.model.max_model_len = self.max_model_len
         if self.served_model_name is not None:
@@ -145,10 +146,10 @@ class EngineArgs:
                 "gpu_memory_utilization is a GPU option and Vellum runs on the CPU: size the KV "
                 "cache with kv_cache_memory_bytes=... (bytes) or kv_cache_fraction=... instead"
             )
-        if self.max_logprobs != 20:
+        if not isinstance(self.max_logprobs, int) or self.max_logprobs < -1:
             raise ValueError(
-                f"max_logprobs={self.max_logprobs} is not supported: Vellum's limit is fixed at "
-                f"vLLM's default of 20"
+                f"max_logprobs must be a non-negative integer or -1 (the whole vocabulary), got "
+                f"{self.max_logprobs!r}"
             )
         if self.seed is not None and not isinstance(self.seed, int):
             raise TypeError(f"seed must be an integer or None, got {type(self.seed).__name__}")

@@ -1,5 +1,7 @@
 #include "cli/engine_options.h"
 
+#include <limits>
+
 #include "common/check.h"
 #include "common/units.h"
 #include "engine/parallel_setup.h"
@@ -28,6 +30,10 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
   app.add_option("--generation-config", config.model.generation_config,
                  "auto: sampling defaults from the model's generation_config.json; vllm: "
                  "Vellum's defaults; or a directory with a generation_config.json");
+  app.add_option("--max-logprobs", config.model.max_logprobs,
+                 "The most logprobs / prompt_logprobs a request may ask for (-1: the whole "
+                 "vocabulary)")
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.add_option("--kv-cache-dtype", config.cache.cache_dtype,
                  "KV cache storage: auto (bf16 where the CPU has AVX512-BF16), f32, f16, bf16")
       ->check(CLI::IsMember({"auto", "f32", "float32", "f16", "float16", "bf16", "bfloat16"}));
