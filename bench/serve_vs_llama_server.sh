@@ -116,7 +116,9 @@ run_vellum_client() {  # PORT NAME C N RESULT
 run_aiperf_client() {  # PORT NAME C N RESULT_DIR TOKENIZER
   # Synthetic prompts of INPUT_LEN tokens of the model's own tokenizer (exported from the GGUF),
   # max_tokens OUTPUT_LEN with ignore_eos, output tokens counted from the servers' usage.
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$aiperf" profile --model "$2" --url "http://127.0.0.1:$1" \
+  # (Not HF_HUB_OFFLINE=1: AIPerf 0.13.0's offline mode looks a local path up in the hub cache
+  # and fails; a local directory is loaded as it is, without the hub.)
+  "$aiperf" profile --model "$2" --url "http://127.0.0.1:$1" \
     --endpoint-type completions --streaming --tokenizer "$6" \
     --prompt-input-tokens-mean "$in_len" --prompt-input-tokens-stddev 0 \
     --prompt-output-tokens-mean "$out_len" --prompt-output-tokens-stddev 0 --use-legacy-max-tokens \
