@@ -11,6 +11,8 @@
 #   env: CONCURRENCY="1 8 32 64"  NUM_PROMPTS (per level; default 2 x concurrency, at least 8)
 #        THREADS=2  PORTS="8391 8392" (vellum, llama-server)  INPUT_LEN=128  OUTPUT_LEN=128
 #        CLIENTS="vellum aiperf"  AIPERF=/work/benchvenv/bin/aiperf  OUT_DIR (raw results)
+#        SERVERS="llama vellum" (run one side only; with the same OUT_DIR, a later run's tables
+#        include the earlier run's results)
 #        OWN_AUTOGROUP (default: shared/bench/own-autogroup.sh beside the repo; "none": don't)
 #        VOCAB_SIZE=32000 MIN_TOKEN_ID=1000 (prompt token ids, ordinary tokens in both models)
 #
@@ -37,8 +39,8 @@ if [ -z "${SERVEBENCH_IN_AUTOGROUP:-}" ]; then
   fi
 fi
 
-[ $# -ge 2 ] || { sed -n '2,17p' "$self" >&2; exit 2; }
-vellum=$(realpath "$1"); llama=$(realpath "$2"); shift 2
+[ $# -ge 2 ] || { sed -n '2,19p' "$self" >&2; exit 2; }
+vellum=$(realpath -m "$1"); llama=$(realpath -m "$2"); shift 2
 if [ $# -gt 0 ]; then
   models=("$@")
 else
@@ -46,8 +48,9 @@ else
   models=("$dir/SmolLM2-135M-Instruct.Q4_1.gguf" "$dir/gemma-3-270m-q4_k_m.gguf")
 fi
 for m in "${models[@]}"; do [ -f "$m" ] || { echo "no model file $m" >&2; exit 2; }; done
+servers=${SERVERS:-llama vellum}
 [ -x "$vellum" ] || { echo "not executable: $vellum" >&2; exit 2; }
-[ -x "$llama" ] || { echo "not executable: $llama" >&2; exit 2; }
+[[ " $servers " != *" llama "* ]] || [ -x "$llama" ] || { echo "not executable: $llama" >&2; exit 2; }
 
 conc=${CONCURRENCY:-1 8 32 64}
 threads=${THREADS:-2}
@@ -134,7 +137,7 @@ echo
 echo "- CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs online, $threads threads per server"
 isa_re='sse4_2|avx|avx2|fma|f16c|avx_vnni|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_int8|amx_bf16'
 echo "- ISA: $(lscpu | sed -n 's/^Flags: *//p' | tr ' ' '\n' | grep -x -E "$isa_re" | tr '\n' ' ')"
-echo "- llama-server: $("$llama" --version 2>&1 | grep -m1 -i version || echo unknown)"
+echo "- llama-server: $("$llama" --version 2>&1 | grep -m1 -i version || echo unknown) ($llama)"
 echo "- vellum: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- $in_len input / $out_len output tokens (ignore_eos), greedy, random token ids [$min_tok, $vocab), request rate inf, concurrency: $conc; raw results: $out_dir"
@@ -150,7 +153,7 @@ for model in "${models[@]}"; do
     HF_HUB_OFFLINE=1 "$py" "$repo/bench/gguf_tokenizer_to_hf.py" "$model" "$tok" >"$mdir/tokenizer.log" 2>&1 ||
       { cat "$mdir/tokenizer.log" >&2; exit 1; }
   fi
-  for server in llama vellum; do
+  for server in $servers; do
     log="$mdir/$server-server.log"
     if [ "$server" = llama ]; then
       port=$lport
