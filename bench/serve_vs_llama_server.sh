@@ -86,6 +86,7 @@ stop_server() {
   fi
 }
 trap stop_server EXIT
+trap "exit 143" INT TERM
 
 wait_health() {  # PORT LOG
   for _ in $(seq 1 600); do
@@ -162,7 +163,7 @@ for model in "${models[@]}"; do
       # so that a request never starts from a previous request's KV cache.
       "$llama" -m "$model" --alias "$name" --host 127.0.0.1 --port "$port" -t "$threads" -tb "$threads" \
         --parallel "$max_c" -c $((max_c * slot_ctx)) --cont-batching --no-cache-prompt --cache-ram 0 \
-        --no-webui >"$log" 2>&1 &
+        --no-ui >"$log" 2>&1 &
     else
       port=$vport
       "$vellum" serve "$model" --served-model-name "$name" --host 127.0.0.1 --port "$port" \
