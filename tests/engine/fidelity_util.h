@@ -56,9 +56,6 @@ inline std::string model_key_name(const ::testing::TestParamInfo<std::string>& m
   return model.param;
 }
 
-// $VELLUM_F32_MODELS_DIR, else real_models_dir().
-std::filesystem::path f32_models_dir();
-
 // An engine configured as the references were made: f32 K/V, 2 threads, n_ctx 512; blocks of
 // 16 tokens so that paging, prefix caching and preemption are exercised.
 EngineConfig reference_engine_config(const std::filesystem::path& model);
@@ -95,13 +92,3 @@ void expect_generation_agreement(const ReferenceCase& c, const CompletionOutput&
                                  double gap_threshold, double logprob_tol, Agreement* agreement);
 
 }  // namespace vellum::testing::fidelity
-
-// Fails (never skips) when the F32 copy `name` is not in f32_models_dir().
-#define VELLUM_REQUIRE_F32_MODEL(var, name)                                                   \
-  const std::filesystem::path var = ::vellum::testing::fidelity::f32_models_dir() / (name);  \
-  if (!std::filesystem::exists(var)) {                                                        \
-    FAIL() << "F32 copy " << var                                                              \
-           << " not found: the ctest fixture fidelity_f32_models makes it with `vellum "      \
-              "quantize --allow-requantize IN OUT F32` (scripts/f32_models.sh); set "         \
-              "VELLUM_F32_MODELS_DIR to use copies elsewhere";                                \
-  }
