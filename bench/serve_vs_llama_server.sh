@@ -8,7 +8,7 @@
 #
 #   bench/serve_vs_llama_server.sh VELLUM_BIN LLAMA_SERVER_BIN [MODEL.gguf ...]
 #     MODEL default: both models in ${VELLUM_MODELS_DIR:-build/models/real}
-#   env: CONCURRENCY="1 8 32 64"  NUM_PROMPTS (per level; default 2 x concurrency, at least 8)
+#   env: CONCURRENCY="1 8 32 64"  NUM_PROMPTS (per level; default WAVES=2 x concurrency, >= 8)
 #        THREADS=2  PORTS="8391 8392" (vellum, llama-server)  INPUT_LEN=128  OUTPUT_LEN=128
 #        CLIENTS="vellum aiperf"  AIPERF=/work/benchvenv/bin/aiperf  OUT_DIR (raw results)
 #        SERVERS="llama vellum" (run one side only; with the same OUT_DIR, a later run's tables
@@ -74,7 +74,7 @@ fi
 
 num_prompts() {  # requests per concurrency level
   if [ -n "${NUM_PROMPTS:-}" ]; then echo "$NUM_PROMPTS"; else
-    local n=$(( $1 * 2 )); [ "$n" -lt 8 ] && n=8; echo "$n"; fi
+    local n=$(( $1 * ${WAVES:-2} )); [ "$n" -lt 8 ] && n=8; echo "$n"; fi
 }
 
 server_pid=

@@ -6,30 +6,12 @@
 
 #include "common/check.h"
 #include "kernels/quant_types.h"
+#include "model/io/weight_type.h"
 
 namespace vellum::model {
 
 kernels::WeightType weight_type_of(const WeightSource& file, const gguf::TensorInfo& tensor) {
-  using gguf::GgmlType;
-  using kernels::WeightType;
-  switch (tensor.type) {
-    case GgmlType::F32: return WeightType::kF32;
-    case GgmlType::F16: return WeightType::kF16;
-    case GgmlType::BF16: return WeightType::kBF16;
-    case GgmlType::Q8_0: return WeightType::kQ8_0;
-    case GgmlType::Q4_0: return WeightType::kQ4_0;
-    case GgmlType::Q4_1: return WeightType::kQ4_1;
-    case GgmlType::Q5_0: return WeightType::kQ5_0;
-    case GgmlType::Q5_1: return WeightType::kQ5_1;
-    case GgmlType::Q2_K: return WeightType::kQ2_K;
-    case GgmlType::Q3_K: return WeightType::kQ3_K;
-    case GgmlType::Q4_K: return WeightType::kQ4_K;
-    case GgmlType::Q5_K: return WeightType::kQ5_K;
-    case GgmlType::Q6_K: return WeightType::kQ6_K;
-    case GgmlType::IQ4_NL: return WeightType::kIQ4_NL;
-    case GgmlType::IQ4_XS: return WeightType::kIQ4_XS;
-    default: break;
-  }
+  if (const auto type = kernel_weight_type(tensor.type)) return *type;
   VELLUM_THROW(ErrorCode::kUnsupported,
                "{}: tensor '{}' has type {}, which this build cannot run; supported tensor types: "
                "{} (re-quantize the model to one of them)",

@@ -13,6 +13,7 @@
 #include "kernels/quant_types.h"
 #include "kernels/ref/ref_kernels.h"
 #include "model/io/quantize.h"
+#include "model/io/weight_type.h"
 
 namespace vellum::model {
 namespace {
@@ -23,28 +24,6 @@ using gguf::GgmlType;
 constexpr uint32_t kQuantizationVersion = 2;
 // Rows are converted a chunk at a time: about this many f32 values (64 MiB) per chunk.
 constexpr int64_t kChunkElements = int64_t{16} << 20;
-
-std::optional<kernels::WeightType> weight_type(GgmlType type) {
-  using kernels::WeightType;
-  switch (type) {
-    case GgmlType::F32: return WeightType::kF32;
-    case GgmlType::F16: return WeightType::kF16;
-    case GgmlType::BF16: return WeightType::kBF16;
-    case GgmlType::Q8_0: return WeightType::kQ8_0;
-    case GgmlType::Q4_0: return WeightType::kQ4_0;
-    case GgmlType::Q4_1: return WeightType::kQ4_1;
-    case GgmlType::Q5_0: return WeightType::kQ5_0;
-    case GgmlType::Q5_1: return WeightType::kQ5_1;
-    case GgmlType::Q2_K: return WeightType::kQ2_K;
-    case GgmlType::Q3_K: return WeightType::kQ3_K;
-    case GgmlType::Q4_K: return WeightType::kQ4_K;
-    case GgmlType::Q5_K: return WeightType::kQ5_K;
-    case GgmlType::Q6_K: return WeightType::kQ6_K;
-    case GgmlType::IQ4_NL: return WeightType::kIQ4_NL;
-    case GgmlType::IQ4_XS: return WeightType::kIQ4_XS;
-    default: return std::nullopt;
-  }
-}
 
 bool is_block_quantized(GgmlType type) { return gguf::ggml_block_size(type) > 1; }
 
@@ -138,7 +117,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& options) {
                  "or BF16 that dequantizes it; to another quantized type the errors compound)",
                  gguf::ggml_type_name(t.type), t.name, options.input.string(),
                  gguf::ggml_type_name(p.new_type));
-    VELLUM_CHECK(weight_type(t.type).has_value(), ErrorCode::kUnsupported,
+    VELLUM_CHECK(kernel_weight_type(t.type).has_value(), ErrorCode::kUnsupported,
                  "tensor '{}' has type {}, which Vellum cannot dequantize; supported source "
                  "types: {}",
                  t.name, gguf::ggml_type_name(t.type), kernels::supported_weight_types_list());
@@ -172,7 +151,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& options) {
         t.name, p.new_type, t.shape,
         [&t, &options, p, done = std::move(report), num_threads](gguf::TensorSink& sink) {
           if (p.convert) {
-            convert_tensor(t, *weight_type(t.type), p.new_type, num_threads, sink);
+            convert_tensor(t, *kernel_weight_type(t.type), p.new_type, num_threads, sink);
           } else {
             sink.write(t.data, t.nbytes);
           }
