@@ -85,6 +85,10 @@ struct FaultInjectionConfig {
 
 struct EngineConfig {
   ModelConfig model;
+  // Speculative decoding, vLLM's --speculative-config JSON, e.g. '{"method": "ngram",
+  // "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}' or
+  // '{"method": "suffix"}'; empty: off. Checked when the engine starts.
+  std::string speculative_config;
   CacheConfig cache;
   SchedulerConfig scheduler;
   ParallelConfig parallel;

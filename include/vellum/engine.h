@@ -51,6 +51,11 @@ struct EngineStats {
   // Cumulative steps launched while an earlier one was still running in later pipeline stages
   // (pipeline parallelism overlaps stages this way; 0 otherwise).
   int64_t num_overlapped_steps = 0;
+  // Speculative decoding, cumulative (vLLM's vllm:spec_decode_* counters); all zero when off.
+  int64_t spec_num_drafts = 0;           // request-steps that verified draft tokens
+  int64_t spec_num_draft_tokens = 0;     // draft tokens verified
+  int64_t spec_num_accepted_tokens = 0;  // draft tokens accepted
+  std::vector<int64_t> spec_num_accepted_tokens_per_pos;  // (num_speculative_tokens)
 };
 
 class LLMEngine {

@@ -351,6 +351,24 @@ bool KVCacheManager::free(std::string_view request_id) {
   return false;
 }
 
+void KVCacheManager::trim_blocks(std::string_view request_id, int num_tokens) {
+  auto it = device_tables_.find(request_id);
+  if (it == device_tables_.end()) return;
+  const size_t num_kept = static_cast<size_t>(cdiv_blocks(std::max(num_tokens, 0)));
+  for (GroupTable& t : it->second) {
+    if (t.block_ids.size() <= num_kept) continue;
+    VELLUM_CHECK(t.num_cached_blocks <= static_cast<int>(num_kept), ErrorCode::kInternal,
+                 "trim_blocks: request {} would release {} cached blocks", request_id,
+                 t.num_cached_blocks - static_cast<int>(num_kept));
+    std::vector<BlockId> tail(t.block_ids.rbegin(),
+                              t.block_ids.rend() - static_cast<ptrdiff_t>(num_kept));
+    pool_.free_blocks(tail);
+    t.block_ids.resize(num_kept);
+  }
+  drop_copies_into_free_blocks();
+  debug_check();
+}
+
 bool KVCacheManager::is_resident(std::string_view request_id) const {
   return device_tables_.find(request_id) != device_tables_.end();
 }

@@ -157,6 +157,13 @@ class KVCacheManager {
   // freed — an abort can race with admission, so this is not an exception.
   bool free(std::string_view request_id);
 
+  // Speculative decoding: frees the request's blocks past those covering its first num_tokens
+  // tokens (in every group, tail first). After a verification step they hold only the KV of
+  // rejected draft tokens; the next step allocates what it needs again. Cached blocks are never
+  // released this way (only full blocks of accepted tokens are cached). No-op for a request that
+  // holds no device blocks.
+  void trim_blocks(std::string_view request_id, int num_tokens);
+
   // True if the request holds device blocks (admitted and not freed or swapped out).
   bool is_resident(std::string_view request_id) const;
   // The request's block table in group g (device ids, kNullBlockId for recycled sliding-window

@@ -26,6 +26,7 @@
 #include "engine/output_processor.h"
 #include "engine/tokenizer_setup.h"
 #include "engine/parallel_setup.h"
+#include "engine/spec_decode/spec_decoder.h"
 #include "sampling/bad_words.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
@@ -247,6 +248,7 @@ class LLMEngineImpl final : public LLMEngine {
   int64_t max_model_len_ = 0;
   std::unique_ptr<engine::ModelRunner> runner_;
   std::unique_ptr<core::Scheduler> scheduler_;
+  std::unique_ptr<engine::SpecDecoder> spec_;  // null without --speculative-config
   std::optional<core::BlockHasher> hasher_;
   sampling::Sampler sampler_;
   engine::OutputProcessor output_;
@@ -299,6 +301,9 @@ class LLMEngineImpl final : public LLMEngine {
     std::vector<int64_t> first_logit_row;
     std::vector<PromptLogprobsState*> prompt_lp;
     int64_t num_logit_rows = 0;
+    // Speculative decoding: per request with drafts, its output followed by its drafts; draft
+    // row j sees the first (outputs + j) of them as its history.
+    std::vector<std::vector<int32_t>> spec_histories;
   };
   // Launched and not yet completed, oldest first: one step at a time, or one per pipeline stage
   // (ModelRunner::max_in_flight()).
@@ -343,6 +348,13 @@ class LLMEngineImpl final : public LLMEngine {
   // throws what a faulty request throws (nothing is added to b.rows then).
   void add_rows(StepBatch& b, size_t sched_idx, const core::ScheduledRequest& s,
                 int64_t logits_row);
+  // A request with drafts: one row per draft position plus the bonus row, reading consecutive
+  // logits rows from first_logits_row.
+  void add_spec_rows(StepBatch& b, size_t sched_idx, const core::ScheduledRequest& s,
+                     int64_t first_logits_row);
+  // Whether the engine lets a sequence verify drafts: not beam search (refused with
+  // speculation), not under a grammar (its matcher would have to advance through the drafts).
+  bool may_speculate(const core::Request& request) const;
   // Schedules a step and starts the model on it (steps_in_flight_.back()); `depth`: how many
   // steps may be in flight.
   void launch_step(size_t depth);
@@ -455,6 +467,18 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
                     model_config.sliding_window);
   }
   scheduler_ = std::make_unique<core::Scheduler>(scheduler_config_from(config, max_model_len_), kv);
+  if (auto spec = engine::parse_speculative_config(config.speculative_config)) {
+    VELLUM_CHECK(config.parallel.pipeline_parallel_size == 1, ErrorCode::kUnsupported,
+                 "--speculative-config with pipeline parallelism is not implemented (drafts need "
+                 "the previous step's tokens); drop one of them");
+    spec_ = std::make_unique<engine::SpecDecoder>(*spec);
+    VELLUM_LOG_INFO("speculative decoding: {} proposer, {} tokens per step, gate {}",
+                    engine::method_name(spec->method), spec->num_speculative_tokens,
+                    spec->gate == engine::SpecGateMode::kAlways
+                        ? std::string("always on")
+                        : fmt::format("off above {} decode requests",
+                                      spec_->gate().max_decode_requests()));
+  }
   if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size);
   load_chat_template();
 }
@@ -567,6 +591,11 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   }
   if (beam_groups_.contains(request_id)) {
     return "a request with id '" + request_id + "' is already running";
+  }
+  if (params.use_beam_search && spec_) {
+    return std::string(
+        "beam search cannot be combined with speculative decoding: start the engine without "
+        "--speculative-config to use beam search");
   }
   if (params.use_beam_search && params.prompt_logprobs.has_value()) {
     return std::string("prompt_logprobs is not supported with beam search");
@@ -808,6 +837,10 @@ void LLMEngineImpl::launch_step(size_t depth) {
     const auto share = (static_cast<size_t>(scheduler_->num_running()) + depth - 1) / depth;
     running_limit = static_cast<int>(std::max<size_t>(share, 1));
   }
+  if (spec_) {
+    profile::Scope timed(profile::Phase::kScheduler);
+    spec_->propose(*scheduler_, [this](const core::Request& r) { return may_speculate(r); });
+  }
   StepBatch& b = steps_in_flight_.emplace_back();
   b.sched = [&] {
     profile::Scope timed(profile::Phase::kScheduler);
@@ -841,7 +874,9 @@ void LLMEngineImpl::launch_step(size_t depth) {
   for (size_t i = 0; i < sched.scheduled_requests.size(); ++i) {
     const core::ScheduledRequest& s = sched.scheduled_requests[i];
     output_.record_first_scheduled(s.request_id, b.scheduled_at);
-    int32_t num_logits = s.samples_token ? 1 : 0;
+    // One logits row per draft besides the sampling row: each position is verified.
+    const int32_t num_drafts = static_cast<int32_t>(s.spec_token_ids.size());
+    int32_t num_logits = s.samples_token ? 1 + num_drafts : 0;
     if (auto lp = prompt_logprobs_.find(s.request_id);
         lp != prompt_logprobs_.end() && !lp->second.complete &&
         s.num_computed_tokens < s.request->num_prompt_tokens() - 1) {
@@ -859,7 +894,11 @@ void LLMEngineImpl::launch_step(size_t depth) {
     }
     throw_if_fatal_fault(s.request_id);
     try {
-      add_rows(b, i, s, b.num_logit_rows - 1);
+      if (num_drafts > 0) {
+        add_spec_rows(b, i, s, b.first_logit_row[i]);
+      } else {
+        add_rows(b, i, s, b.num_logit_rows - 1);
+      }
     } catch (const std::exception& e) {
       // One request's fault (a bug in its sampling setup, an allocation failure) ends that
       // request only.
@@ -951,6 +990,21 @@ void LLMEngineImpl::complete_step(StepBatch& b, std::vector<engine::SequenceUpda
           runner_out.sampled_token_ids.push_back({t->second});
         } else {
           runner_out.sampled_token_ids.emplace_back();
+        }
+        continue;
+      }
+      if (!s.spec_token_ids.empty()) {
+        // The target's tokens at the draft positions and after them; the accepted drafts and
+        // the target's next token are emitted, the rest rolled back by the scheduler.
+        const std::span<const int32_t> row_tokens(sampler_out_.sampled_token_ids.data() + r,
+                                                  s.spec_token_ids.size() + 1);
+        const int num_accepted = spec_->verify(s.spec_token_ids, row_tokens);
+        runner_out.sampled_token_ids.emplace_back(row_tokens.begin(),
+                                                  row_tokens.begin() + num_accepted + 1);
+        for (int j = 0; j <= num_accepted; ++j) {
+          for (TokenLogprobs& lp : row_logprobs(r + static_cast<size_t>(j))) {
+            logprobs_of[i].push_back(std::move(lp));
+          }
         }
         continue;
       }
@@ -1058,6 +1112,28 @@ void LLMEngineImpl::add_rows(StepBatch& b, size_t sched_idx, const core::Schedul
       b.row_src.push_back(logits_row);
     }
   }
+}
+
+void LLMEngineImpl::add_spec_rows(StepBatch& b, size_t sched_idx, const core::ScheduledRequest& s,
+                                  int64_t first_logits_row) {
+  const std::span<const int32_t> outputs = s.request->output_token_ids();
+  std::vector<int32_t>& history = b.spec_histories.emplace_back(outputs.begin(), outputs.end());
+  history.insert(history.end(), s.spec_token_ids.begin(), s.spec_token_ids.end());
+  b.row_of_scheduled[sched_idx] = b.rows.size();
+  for (size_t j = 0; j <= s.spec_token_ids.size(); ++j) {
+    b.rows.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
+                              std::span<const int32_t>(history).first(outputs.size() + j),
+                              b.rows.size()));
+    b.row_src.push_back(first_logits_row + static_cast<int64_t>(j));
+  }
+}
+
+bool LLMEngineImpl::may_speculate(const core::Request& request) const {
+  const auto it = sequences_.find(request.request_id());
+  if (it == sequences_.end()) return false;  // a beam (refused with speculation) or finished
+  const SequenceState& state = it->second;
+  return !state.matcher && state.params.is_greedy() &&
+         !pending_forks_.contains(request.request_id());
 }
 
 void LLMEngineImpl::throw_if_fatal_fault(const std::string& seq_id) const {
@@ -1245,6 +1321,13 @@ EngineStats LLMEngineImpl::stats() const {
   s.block_size = config_.cache.block_size;
   s.num_model_steps = model_steps_;
   s.num_overlapped_steps = overlapped_steps_;
+  if (spec_) {
+    const engine::SpecDecodeCounters& c = spec_->counters();
+    s.spec_num_drafts = c.num_drafts;
+    s.spec_num_draft_tokens = c.num_draft_tokens;
+    s.spec_num_accepted_tokens = c.num_accepted_tokens;
+    s.spec_num_accepted_tokens_per_pos = c.num_accepted_tokens_per_pos;
+  }
   return s;
 }
 

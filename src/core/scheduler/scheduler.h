@@ -87,6 +87,14 @@ class Scheduler {
   std::vector<EngineCoreOutput> update_from_output(const SchedulerOutput& scheduler_output,
                                                    const ModelRunnerOutput& runner_output);
 
+  // Speculative decoding (vLLM's update_draft_token_ids): the draft tokens a running request in
+  // its decode phase verifies in its next step, as extra query positions that count against the
+  // token budget. Replaces any earlier drafts; preemption drops them. After the step,
+  // update_from_output rolls num_computed_tokens back past the rejected drafts and releases
+  // their blocks. Throws kInvalidArgument unless the request is running with only its last
+  // token left to compute.
+  void set_draft_token_ids(std::string_view request_id, std::vector<TokenId> draft_token_ids);
+
   // Clears the prefix cache; false if blocks are in use. With reset_running_requests, every running
   // request is first preempted (recompute; tail first, so waiting keeps their order) and reported
   // in the next SchedulerOutput.preempted_req_ids.

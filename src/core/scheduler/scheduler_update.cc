@@ -97,6 +97,8 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(
                    "runner returned {} tokens for request {} with only {} draft tokens",
                    generated.size(), s.request_id, s.spec_token_ids.size());
       if (request.num_computed_tokens > 0) request.num_computed_tokens -= num_rejected;
+      // Only the rejected drafts' KV lies past the accepted tokens; give those blocks back.
+      if (num_rejected > 0) kv_.trim_blocks(request.request_id(), request.num_computed_tokens);
     }
 
     const RequestStatus queue_status = request.status;
@@ -141,6 +143,23 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(
   for (const auto& request : stopped) free_request(*request);
   VELLUM_DEBUG_ONLY(check_invariants());
   return outputs;
+}
+
+void Scheduler::set_draft_token_ids(std::string_view request_id,
+                                    std::vector<TokenId> draft_token_ids) {
+  auto it = requests_.find(request_id);
+  VELLUM_CHECK(it != requests_.end() && it->second->status == RequestStatus::kRunning,
+               ErrorCode::kInvalidArgument,
+               "set_draft_token_ids: request {} is not running; only running requests verify "
+               "drafts",
+               request_id);
+  Request& request = *it->second;
+  VELLUM_CHECK(draft_token_ids.empty() || request.num_computed_tokens == request.num_tokens() - 1,
+               ErrorCode::kInvalidArgument,
+               "set_draft_token_ids: request {} has computed {} of its {} tokens; drafts are only "
+               "for requests in their decode phase (all but the last token computed)",
+               request_id, request.num_computed_tokens, request.num_tokens());
+  request.spec_token_ids = std::move(draft_token_ids);
 }
 
 bool Scheduler::reset_prefix_cache(bool reset_running_requests) {
