@@ -65,6 +65,11 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
       ->check(CLI::IsMember({"fcfs", "priority"}));
   app.add_option("--preemption-mode", config.scheduler.preemption_mode, "recompute or swap")
       ->check(CLI::IsMember({"recompute", "swap"}));
+  app.add_option("--speculative-config", config.speculative_config,
+                 "Speculative decoding as vLLM's JSON, e.g. '{\"method\": \"ngram\", "
+                 "\"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
+                 "\"prompt_lookup_max\": 5}' or '{\"method\": \"suffix\"}'; add "
+                 "\"gate\": \"always\" to keep proposals on in large batches");
   app.add_option("--threads", config.parallel.num_threads,
                  "Compute threads per rank (default: physical cores available to the process)");
   app.add_option("--tensor-parallel-size", config.parallel.tensor_parallel_size,

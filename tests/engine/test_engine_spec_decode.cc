@@ -114,6 +114,11 @@ std::vector<TestRequest> mixed_requests(int num_greedy) {
     requests.push_back({"g" + std::to_string(i), repetitive_prompt(i),
                         i % 2 ? greedy_with_logprobs(40) : testing::greedy(37 + i)});
   }
+  // Text the model continues in its own words (drafts are then often rejected).
+  requests.push_back({"t0", std::string("Once upon a time, there was a little girl named Lily."),
+                      testing::greedy(70)});
+  requests.push_back({"t1", std::string("The little dog saw a big ball. The little dog"),
+                      greedy_with_logprobs(50)});
   // Sampled requests do not speculate (yet) but share every step with the ones that do.
   requests.push_back({"s0", repetitive_prompt(7), seeded(42, 30)});
   requests.push_back({"s1", repetitive_prompt(8, 2), seeded(43, 25)});
@@ -122,8 +127,9 @@ std::vector<TestRequest> mixed_requests(int num_greedy) {
 
 TEST(EngineSpecDecode, GreedyAloneMatchesWithoutSpeculation) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
-  expect_same_with_speculation(testing::tiny_engine_config(model_path),
-                               {{"a", repetitive_prompt(0), greedy_with_logprobs(60)}});
+  expect_same_with_speculation(
+      testing::tiny_engine_config(model_path),
+      {{"a", std::string("Lily and Tom went to the park. Lily and Tom"), greedy_with_logprobs(120)}});
 }
 
 TEST(EngineSpecDecode, GreedyBatchedWithNonSpeculativeRequestsMatches) {
@@ -143,13 +149,15 @@ TEST(EngineSpecDecode, ChunkedPrefillMatches) {
 TEST(EngineSpecDecode, RecomputePreemptionUnderATinyKvBudgetMatches) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
   EngineConfig config = testing::tiny_engine_config(model_path);
-  config.cache.num_blocks_override = 20;  // 19 usable blocks of 16 for ~6 x 110 tokens
+  config.model.max_model_len = 224;
+  config.cache.num_blocks_override = 20;  // 19 usable blocks of 16 for 8 requests of ~110 tokens
   expect_same_with_speculation(config, mixed_requests(4), /*expect_preemption=*/true);
 }
 
 TEST(EngineSpecDecode, SwapPreemptionWithoutPrefixCachingMatches) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
   EngineConfig config = testing::tiny_engine_config(model_path);
+  config.model.max_model_len = 224;
   config.cache.num_blocks_override = 20;
   config.cache.enable_prefix_caching = false;
   config.scheduler.preemption_mode = "swap";
@@ -164,6 +172,10 @@ TEST(EngineSpecDecode, SharedPrefixesThroughThePrefixCacheMatch) {
     std::vector<int32_t> prompt = repetitive_prompt(0, 5);
     prompt.push_back(100 + i);
     requests.push_back({"p" + std::to_string(i), prompt, testing::greedy(30 + 3 * i)});
+    requests.push_back({"q" + std::to_string(i),
+                        std::string("Once upon a time, there was a big tree. ") +
+                            (i % 2 ? "The bird" : "The cat"),
+                        testing::greedy(40)});
   }
   expect_same_with_speculation(testing::tiny_engine_config(model_path), requests);
 }
@@ -249,6 +261,44 @@ TEST(EngineSpecDecode, BadConfigurationsAreRefusedClearly) {
   EXPECT_NE(error->find("beam search cannot be combined with speculative decoding"),
             std::string::npos)
       << *error;
+}
+
+}  // namespace
+}  // namespace vellum
+
+namespace vellum {
+namespace {
+
+// The real models, asked to repeat a passage (drafts mostly accepted) and to continue freely
+// (mostly rejected), alone and batched with a sampled request, with a KV budget small enough to
+// preempt.
+// num_tight_blocks: a KV budget that holds one 96-token sequence but not all three requests
+// (Gemma 3's hybrid KV cache has six groups, so it needs six times the blocks).
+void expect_real_model_matches(const std::filesystem::path& model_path, int num_tight_blocks) {
+  EngineConfig config = testing::tiny_engine_config(model_path);
+  config.cache.cache_dtype = "auto";
+  const std::string passage =
+      "The river rises in the hills, runs past the mill and the old stone bridge, and reaches "
+      "the sea at the harbour town, where the boats come in at dusk.";
+  const std::vector<TestRequest> requests = {
+      {"repeat", "Repeat this text exactly: " + passage + "\nRepeated: ", testing::greedy(40)},
+      {"free", std::string("Write a short poem about the sea."), greedy_with_logprobs(24)},
+      {"sampled", std::string("Name three colours."), seeded(5, 16)},
+  };
+  expect_same_with_speculation(config, requests);
+  config.model.max_model_len = 96;
+  config.cache.num_blocks_override = num_tight_blocks;
+  expect_same_with_speculation(config, requests, /*expect_preemption=*/true);
+}
+
+TEST(EngineSpecDecodeRealModels, SmolLM2GreedyMatchesWithoutSpeculation) {
+  VELLUM_REQUIRE_REAL_MODEL(model_path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+  expect_real_model_matches(model_path, 7);
+}
+
+TEST(EngineSpecDecodeRealModels, Gemma3GreedyMatchesWithoutSpeculation) {
+  VELLUM_REQUIRE_REAL_MODEL(model_path, "gemma-3-270m-q4_k_m.gguf");
+  expect_real_model_matches(model_path, 37);
 }
 
 }  // namespace
