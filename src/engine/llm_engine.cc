@@ -304,6 +304,9 @@ class LLMEngineImpl final : public LLMEngine {
     // Speculative decoding: per request with drafts, its output followed by its drafts; draft
     // row j sees the first (outputs + j) of them as its history.
     std::vector<std::vector<int32_t>> spec_histories;
+    // A random row per draft position, each with its own generator (rows sample in parallel),
+    // seeded from the request's generator in order, so a seeded request stays reproducible.
+    std::deque<sampling::SamplingState> spec_states;
   };
   // Launched and not yet completed, oldest first: one step at a time, or one per pipeline stage
   // (ModelRunner::max_in_flight()).
@@ -352,8 +355,9 @@ class LLMEngineImpl final : public LLMEngine {
   // logits rows from first_logits_row.
   void add_spec_rows(StepBatch& b, size_t sched_idx, const core::ScheduledRequest& s,
                      int64_t first_logits_row);
-  // Whether the engine lets a sequence verify drafts: not beam search (refused with
-  // speculation), not under a grammar (its matcher would have to advance through the drafts).
+  // Whether the engine lets a sequence verify drafts: greedy or sampled, but not beam search
+  // (refused with speculation) and not under a grammar (structured outputs get no proposals:
+  // the matcher would have to advance through the drafts to mask each position).
   bool may_speculate(const core::Request& request) const;
   // Schedules a step and starts the model on it (steps_in_flight_.back()); `depth`: how many
   // steps may be in flight.
@@ -1120,10 +1124,18 @@ void LLMEngineImpl::add_spec_rows(StepBatch& b, size_t sched_idx, const core::Sc
   std::vector<int32_t>& history = b.spec_histories.emplace_back(outputs.begin(), outputs.end());
   history.insert(history.end(), s.spec_token_ids.begin(), s.spec_token_ids.end());
   b.row_of_scheduled[sched_idx] = b.rows.size();
+  SequenceState& state = sequences_.at(s.request_id);
   for (size_t j = 0; j <= s.spec_token_ids.size(); ++j) {
-    b.rows.push_back(make_row(s.request_id, s.request->prompt_token_ids(),
-                              std::span<const int32_t>(history).first(outputs.size() + j),
-                              b.rows.size()));
+    sampling::SamplingRow row =
+        make_row(s.request_id, s.request->prompt_token_ids(),
+                 std::span<const int32_t>(history).first(outputs.size() + j), b.rows.size());
+    // The last row has no draft: it samples the bonus token.
+    if (j < s.spec_token_ids.size()) row.draft_token_id = s.spec_token_ids[j];
+    if (!state.params.is_greedy()) {
+      const auto seed = static_cast<int64_t>(state.sampling.generator().next_u64() >> 1);
+      row.state = &b.spec_states.emplace_back(std::optional<int64_t>(seed));
+    }
+    b.rows.push_back(row);
     b.row_src.push_back(first_logits_row + static_cast<int64_t>(j));
   }
 }
@@ -1132,8 +1144,7 @@ bool LLMEngineImpl::may_speculate(const core::Request& request) const {
   const auto it = sequences_.find(request.request_id());
   if (it == sequences_.end()) return false;  // a beam (refused with speculation) or finished
   const SequenceState& state = it->second;
-  return !state.matcher && state.params.is_greedy() &&
-         !pending_forks_.contains(request.request_id());
+  return !state.matcher && !pending_forks_.contains(request.request_id());
 }
 
 void LLMEngineImpl::throw_if_fatal_fault(const std::string& seq_id) const {

@@ -176,6 +176,30 @@ int32_t draw_from_filtered(const float* weights, int64_t vocab_size, const Filte
   return last_kept >= 0 ? last_kept : 0;
 }
 
+int32_t rejection_sample_row(float* row, int64_t vocab_size, const RandomSamplingConfig& config,
+                             int32_t draft_token_id, double accept_uniform,
+                             double resample_uniform, RandomSamplingWorkspace* ws) {
+  FilteredRow filtered = filter_row(row, vocab_size, config, ws);
+  if (!(filtered.kept_mass > 0.0)) return 0;
+  float& draft_weight = row[draft_token_id];
+  const double p_draft =
+      draft_weight >= filtered.threshold ? draft_weight / filtered.kept_mass : 0.0;
+  if (accept_uniform < p_draft) return draft_token_id;
+  if (p_draft > 0.0) {
+    // Rejected: the residual max(p - one_hot(draft), 0), normalized, is p without the draft.
+    draft_weight = -1.0f;  // below every threshold (weights are >= 0)
+    const int64_t block = draft_token_id / kBlock;
+    const int64_t end = std::min(vocab_size, (block + 1) * kBlock);
+    ws->block_mass[block] =
+        row_sum_at_least(row + block * kBlock, end - block * kBlock, filtered.threshold);
+    filtered.kept_mass = 0.0;
+    for (double mass : ws->block_mass) filtered.kept_mass += mass;
+    // Only the draft had mass (p_draft was 1 up to rounding): it is the only possible token.
+    if (!(filtered.kept_mass > 0.0)) return draft_token_id;
+  }
+  return draw_from_filtered(row, vocab_size, filtered, resample_uniform, ws);
+}
+
 int32_t sample_row(float* row, int64_t vocab_size, const RandomSamplingConfig& config,
                    double uniform, RandomSamplingWorkspace* ws) {
   const FilteredRow filtered = filter_row(row, vocab_size, config, ws);

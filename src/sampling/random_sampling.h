@@ -52,6 +52,15 @@ FilteredRow filter_row(float* row, int64_t vocab_size, const RandomSamplingConfi
 int32_t draw_from_filtered(const float* weights, int64_t vocab_size, const FilteredRow& filtered,
                            double uniform, RandomSamplingWorkspace* ws);
 
+// Speculative decoding's rejection sampling against a one-hot draft (vLLM's rejection sampler
+// for a draft distribution that is 1 at draft_token_id): filters the row like sample_row, keeps
+// the draft with probability p(draft) (accept_uniform < p), else draws from p with the draft
+// removed and renormalized (resample_uniform). The result is distributed exactly as sample_row's,
+// and equals draft_token_id exactly when the draft was accepted. Both uniforms in [0, 1).
+int32_t rejection_sample_row(float* row, int64_t vocab_size, const RandomSamplingConfig& config,
+                             int32_t draft_token_id, double accept_uniform,
+                             double resample_uniform, RandomSamplingWorkspace* ws);
+
 // filter_row then draw_from_filtered.
 int32_t sample_row(float* row, int64_t vocab_size, const RandomSamplingConfig& config,
                    double uniform, RandomSamplingWorkspace* ws);

@@ -61,6 +61,10 @@ void Sampler::check_row(const SamplingRow& row, int64_t vocab_size) const {
   if (p.logprob_token_ids.has_value()) {
     check_ids(*p.logprob_token_ids, vocab_size, "logprob_token_ids");
   }
+  VELLUM_CHECK(row.draft_token_id >= -1 && row.draft_token_id < vocab_size,
+               ErrorCode::kInvalidArgument,
+               "sampler: draft_token_id {} is outside the vocabulary of {}", row.draft_token_id,
+               vocab_size);
 }
 
 void Sampler::sample(float* logits, int64_t num_rows, int64_t vocab_size,
@@ -143,8 +147,14 @@ int32_t Sampler::sample_one(float* row, int64_t vocab_size, const SamplingRow& s
     config.min_p = static_cast<float>(p.min_p);
     config.top_k = p.top_k;
     config.top_p = static_cast<float>(p.top_p);
-    token_id =
-        sample_row(row, vocab_size, config, sr.state->generator().next_uniform(), &ws->random);
+    Generator& generator = sr.state->generator();
+    if (sr.draft_token_id >= 0) {
+      const double accept_uniform = generator.next_uniform();
+      token_id = rejection_sample_row(row, vocab_size, config, sr.draft_token_id, accept_uniform,
+                                      generator.next_uniform(), &ws->random);
+    } else {
+      token_id = sample_row(row, vocab_size, config, generator.next_uniform(), &ws->random);
+    }
   }
 
   if (want_logprobs) {

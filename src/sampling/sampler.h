@@ -41,6 +41,11 @@ struct SamplingRow {
   // are disallowed), applied before everything else, as vLLM applies its grammar bitmask to the
   // logits before the sampler. Empty: no constraint.
   std::span<const uint64_t> allowed_token_mask;
+  // Speculative decoding: a draft token this row verifies (-1: none). A random row then runs
+  // rejection sampling (rejection_sample_row) on its final distribution, with two draws from its
+  // generator, and returns the draft exactly when it is accepted; a greedy row ignores it (its
+  // argmax is compared with the draft by the caller).
+  int32_t draft_token_id = -1;
 };
 
 struct SamplerOutput {

@@ -61,6 +61,13 @@ void expect_same_with_speculation(const EngineConfig& config, const std::vector<
   const RunResult spec = run(config, requests, true);
   ASSERT_EQ(spec.outputs.size(), requests.size());
   for (const TestRequest& r : requests) {
+    // Sampled requests speculate too, but rejection sampling draws other random numbers: their
+    // distribution is checked by the sampler's chi-square test, their tokens are not compared.
+    if (!r.params.is_greedy()) {
+      EXPECT_EQ(spec.outputs.at(r.id).outputs.at(0).token_ids.size(),
+                plain.outputs.at(r.id).outputs.at(0).token_ids.size()) << r.id;
+      continue;
+    }
     const CompletionOutput& want = plain.outputs.at(r.id).outputs.at(0);
     const CompletionOutput& got = spec.outputs.at(r.id).outputs.at(0);
     EXPECT_EQ(got.token_ids, want.token_ids) << "request " << r.id;
@@ -119,9 +126,12 @@ std::vector<TestRequest> mixed_requests(int num_greedy) {
                       testing::greedy(70)});
   requests.push_back({"t1", std::string("The little dog saw a big ball. The little dog"),
                       greedy_with_logprobs(50)});
-  // Sampled requests do not speculate (yet) but share every step with the ones that do.
+  // Sampled requests (rejection sampling) share every step with the greedy ones.
   requests.push_back({"s0", repetitive_prompt(7), seeded(42, 30)});
   requests.push_back({"s1", repetitive_prompt(8, 2), seeded(43, 25)});
+  SamplingParams two = seeded(44, 30);
+  two.n = 2;  // children forked after the prompt speculate on their own
+  requests.push_back({"n2", repetitive_prompt(9), two});
   return requests;
 }
 
@@ -205,6 +215,24 @@ TEST(EngineSpecDecode, StopStringsMaxTokensAndMinTokensMatch) {
     requests.push_back({"r" + std::to_string(i), repetitive_prompt(i), testing::greedy(50)});
   }
   expect_same_with_speculation(config, requests);
+}
+
+// Rejection sampling draws from per-row generators seeded from the request's own, so a seeded
+// request that speculates gives the same tokens alone and in a batch.
+TEST(EngineSpecDecode, SeededSampledRequestIsReproducibleAloneAndBatched) {
+  VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
+  const EngineConfig config = testing::tiny_engine_config(model_path);
+  SamplingParams p = seeded(77, 60);
+  p.temperature = 0.3;  // peaked enough that drafts get accepted
+  const TestRequest request = {"x", std::string("Lily and Tom went to the park. Lily and Tom"), p};
+  const RunResult alone = run(config, {request}, true);
+  std::vector<TestRequest> batch = mixed_requests(3);
+  batch.push_back(request);
+  const RunResult batched = run(config, batch, true);
+  EXPECT_EQ(batched.outputs.at("x").outputs.at(0).token_ids,
+            alone.outputs.at("x").outputs.at(0).token_ids);
+  EXPECT_GT(alone.stats.spec_num_accepted_tokens, 0);
+  EXPECT_LT(alone.stats.spec_num_accepted_tokens, alone.stats.spec_num_draft_tokens);
 }
 
 TEST(EngineSpecDecode, MetricsCountDraftsPerPosition) {
