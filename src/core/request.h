@@ -119,6 +119,9 @@ class Request {
   // KVCacheManager::allocate_slots the first time the request is allocated.
   int num_cached_tokens = -1;
   std::vector<TokenId> spec_token_ids;  // draft tokens proposed for the next step
+  // Draft tokens scheduled in the step in flight (counted in num_computed_tokens until
+  // update_from_output rolls back the rejected ones).
+  int num_scheduled_draft_tokens = 0;
   StopReason stop_reason;
 
  private:

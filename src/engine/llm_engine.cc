@@ -1062,6 +1062,11 @@ void LLMEngineImpl::complete_step(StepBatch& b, std::vector<engine::SequenceUpda
   }();
 
   for (const core::EngineCoreOutput& co : core_outputs) {
+    if (spec_ && co.finished()) {
+      if (const core::ScheduledRequest* s = sched.find(co.request_id)) {
+        spec_->on_request_finished(co.request_id, s->request->output_token_ids());
+      }
+    }
     engine::SequenceUpdate u;
     u.seq_id = co.request_id;
     u.new_token_ids = co.new_token_ids;

@@ -15,6 +15,8 @@ namespace {
 constexpr const char* kNgram =
     R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2,
         "prompt_lookup_max": 5, "gate": "always"})";
+constexpr const char* kSuffix =
+    R"({"method": "suffix", "num_speculative_tokens": 8, "gate": "always"})";
 
 // A prompt that repeats a phrase: the model tends to continue the pattern, which the n-gram
 // proposer finds in the prompt, so drafts get accepted and rejected both.
@@ -40,8 +42,10 @@ struct RunResult {
   EngineStats stats;
 };
 
-RunResult run(EngineConfig config, const std::vector<TestRequest>& requests, bool speculate) {
-  if (speculate) config.speculative_config = kNgram;
+// speculative_config: empty for a run without speculation.
+RunResult run(EngineConfig config, const std::vector<TestRequest>& requests,
+              const char* speculative_config) {
+  config.speculative_config = speculative_config;
   auto engine = LLMEngine::create(config);
   for (const TestRequest& r : requests) {
     EXPECT_FALSE(engine->add_request(r.id, r.prompt, r.params)) << r.id;
@@ -53,12 +57,9 @@ RunResult run(EngineConfig config, const std::vector<TestRequest>& requests, boo
   return out;
 }
 
-// Every request's tokens (and logprobs when asked) are the same with and without speculation,
-// and the speculative run accepted drafts (else the comparison would prove nothing).
-void expect_same_with_speculation(const EngineConfig& config, const std::vector<TestRequest>& requests,
-                                  bool expect_preemption = false) {
-  const RunResult plain = run(config, requests, false);
-  const RunResult spec = run(config, requests, true);
+// Greedy requests: the same tokens, text, finish reason and logprobs with and without drafts.
+void expect_same_outputs(const std::vector<TestRequest>& requests, const RunResult& plain,
+                         const RunResult& spec) {
   ASSERT_EQ(spec.outputs.size(), requests.size());
   for (const TestRequest& r : requests) {
     // Sampled requests speculate too, but rejection sampling draws other random numbers: their
@@ -83,21 +84,36 @@ void expect_same_with_speculation(const EngineConfig& config, const std::vector<
       }
     }
   }
+}
+
+// Every greedy request's output is the same with and without speculation (n-gram and suffix),
+// and the speculative runs accepted and rejected drafts (else the comparison proves little).
+void expect_same_with_speculation(const EngineConfig& config,
+                                  const std::vector<TestRequest>& requests,
+                                  bool expect_preemption = false) {
+  const RunResult plain = run(config, requests, "");
   EXPECT_EQ(plain.stats.spec_num_drafts, 0);
-  EXPECT_GT(spec.stats.spec_num_draft_tokens, 0) << "no drafts were verified";
-  EXPECT_GT(spec.stats.spec_num_accepted_tokens, 0) << "no draft was accepted";
-  EXPECT_LT(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens)
-      << "every draft was accepted: rejection was not exercised";
-  EXPECT_LT(spec.stats.num_model_steps, plain.stats.num_model_steps)
-      << "accepted drafts should save steps";
   if (expect_preemption) {
     EXPECT_GT(plain.stats.num_preemptions, 0) << "the KV budget should preempt";
-    EXPECT_GT(spec.stats.num_preemptions, 0) << "the KV budget should preempt";
   }
-  std::cout << "[ spec     ] drafts " << spec.stats.spec_num_drafts << ", draft tokens "
-            << spec.stats.spec_num_draft_tokens << ", accepted "
-            << spec.stats.spec_num_accepted_tokens << ", steps " << spec.stats.num_model_steps
-            << " vs " << plain.stats.num_model_steps << " without\n";
+  for (const char* speculative_config : {kNgram, kSuffix}) {
+    SCOPED_TRACE(speculative_config);
+    const RunResult spec = run(config, requests, speculative_config);
+    expect_same_outputs(requests, plain, spec);
+    EXPECT_GT(spec.stats.spec_num_draft_tokens, 0) << "no drafts were verified";
+    EXPECT_GT(spec.stats.spec_num_accepted_tokens, 0) << "no draft was accepted";
+    EXPECT_LT(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens)
+        << "every draft was accepted: rejection was not exercised";
+    EXPECT_LT(spec.stats.num_model_steps, plain.stats.num_model_steps)
+        << "accepted drafts should save steps";
+    if (expect_preemption) {
+      EXPECT_GT(spec.stats.num_preemptions, 0) << "the KV budget should preempt";
+    }
+    std::cout << "[ spec     ] " << speculative_config << ": drafts " << spec.stats.spec_num_drafts
+              << ", draft tokens " << spec.stats.spec_num_draft_tokens << ", accepted "
+              << spec.stats.spec_num_accepted_tokens << ", steps " << spec.stats.num_model_steps
+              << " vs " << plain.stats.num_model_steps << " without\n";
+  }
 }
 
 SamplingParams greedy_with_logprobs(int64_t max_tokens) {
@@ -195,7 +211,7 @@ TEST(EngineSpecDecode, StopStringsMaxTokensAndMinTokensMatch) {
   const EngineConfig config = testing::tiny_engine_config(model_path);
   // What the model writes, so stop strings land inside accepted drafts.
   const RunResult probe = run(config, {{"probe", std::string("Once upon a time"),
-                                  testing::greedy(60)}}, false);
+                                  testing::greedy(60)}}, "");
   const std::string text = probe.outputs.at("probe").outputs.at(0).text;
   ASSERT_GT(text.size(), 60u);
   SamplingParams stop = testing::greedy(60);
@@ -225,10 +241,10 @@ TEST(EngineSpecDecode, SeededSampledRequestIsReproducibleAloneAndBatched) {
   SamplingParams p = seeded(77, 60);
   p.temperature = 0.3;  // peaked enough that drafts get accepted
   const TestRequest request = {"x", std::string("Lily and Tom went to the park. Lily and Tom"), p};
-  const RunResult alone = run(config, {request}, true);
+  const RunResult alone = run(config, {request}, kNgram);
   std::vector<TestRequest> batch = mixed_requests(3);
   batch.push_back(request);
-  const RunResult batched = run(config, batch, true);
+  const RunResult batched = run(config, batch, kNgram);
   EXPECT_EQ(batched.outputs.at("x").outputs.at(0).token_ids,
             alone.outputs.at("x").outputs.at(0).token_ids);
   EXPECT_GT(alone.stats.spec_num_accepted_tokens, 0);
@@ -238,7 +254,7 @@ TEST(EngineSpecDecode, SeededSampledRequestIsReproducibleAloneAndBatched) {
 TEST(EngineSpecDecode, MetricsCountDraftsPerPosition) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "stories260K.gguf");
   EngineConfig config = testing::tiny_engine_config(model_path);
-  const RunResult spec = run(config, {{"a", repetitive_prompt(3), testing::greedy(60)}}, true);
+  const RunResult spec = run(config, {{"a", repetitive_prompt(3), testing::greedy(60)}}, kNgram);
   const EngineStats& s = spec.stats;
   ASSERT_EQ(s.spec_num_accepted_tokens_per_pos.size(), 4u);
   int64_t sum = 0;

@@ -63,6 +63,7 @@ void Scheduler::preempt(Request& request, bool force_recompute) {
   VELLUM_ASSERT(request.status == RequestStatus::kRunning);
   const std::string& id = request.request_id();
   request.spec_token_ids.clear();
+  request.num_scheduled_draft_tokens = 0;
   ++request.num_preemptions;
   ++num_preemptions_total_;
   ++num_preemptions_since_stats_;
@@ -408,6 +409,7 @@ ScheduledRequest Scheduler::commit(const Planned& planned) {
   // _update_after_schedule: computed tokens advance at schedule time. New drafts arrive before
   // the next step if a drafter runs.
   request.num_computed_tokens = end;
+  request.num_scheduled_draft_tokens = static_cast<int>(s.spec_token_ids.size());
   request.spec_token_ids.clear();
   return s;
 }

@@ -90,6 +90,7 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(
                  "runner sampled no token for request {}, whose prompt was finished this step",
                  s.request_id);
 
+    request.num_scheduled_draft_tokens = 0;
     if (!s.spec_token_ids.empty() && !generated.empty()) {
       const int num_accepted = static_cast<int>(generated.size()) - 1;
       const int num_rejected = static_cast<int>(s.spec_token_ids.size()) - num_accepted;
@@ -235,7 +236,7 @@ void Scheduler::check_invariants() const {
     fail_unless(seen.insert(r).second, "request " + id + " queued twice");
     fail_unless(r->status == RequestStatus::kRunning, "running request " + id + " not kRunning");
     fail_unless(kv_.is_resident(id), "running request " + id + " holds no device blocks");
-    fail_unless(r->num_computed_tokens <= r->num_tokens_with_spec(),
+    fail_unless(r->num_computed_tokens <= r->num_tokens_with_spec() + r->num_scheduled_draft_tokens,
                 "request " + id + " computed more tokens than it has");
   }
   for (const Request* r : waiting_.requests()) {

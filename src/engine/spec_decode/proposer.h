@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,10 @@ class Proposer {
     (void)request_id;
     (void)output_tokens;
   }
+
+  // The requests running now; state kept for any other request may be dropped (a preempted or
+  // aborted one is proposed for again from its tokens).
+  virtual void retain_only(std::span<const std::string> running_ids) { (void)running_ids; }
 };
 
 }  // namespace vellum::engine

@@ -4,13 +4,13 @@
 
 #include "common/check.h"
 #include "engine/spec_decode/ngram_proposer.h"
+#include "engine/spec_decode/suffix_proposer.h"
 
 namespace vellum::engine {
 namespace {
 
 std::unique_ptr<Proposer> make_proposer(const SpeculativeConfig& config) {
-  VELLUM_CHECK(config.method == ProposerMethod::kNgram, ErrorCode::kUnsupported,
-               "--speculative-config: the suffix method is not implemented yet; use ngram");
+  if (config.method == ProposerMethod::kSuffix) return std::make_unique<SuffixProposer>(config);
   return std::make_unique<NgramProposer>(config.prompt_lookup_min, config.prompt_lookup_max);
 }
 
@@ -39,7 +39,9 @@ SpecDecoder::SpecDecoder(const SpeculativeConfig& config)
 void SpecDecoder::propose(core::Scheduler& scheduler,
                           const std::function<bool(const core::Request&)>& may_speculate) {
   std::vector<const core::Request*> decoding;
-  for (const std::string& id : scheduler.running_request_ids()) {
+  const std::vector<std::string> running_ids = scheduler.running_request_ids();
+  proposer_->retain_only(running_ids);
+  for (const std::string& id : running_ids) {
     const core::Request* request = scheduler.get_request(id);
     if (request != nullptr && in_decode_phase(*request)) decoding.push_back(request);
   }
