@@ -1,8 +1,11 @@
 // `vellum bench throughput`: vLLM's offline throughput benchmark (spec §7.3) on its random
 // dataset (§7.1): token-id prompts, SamplingParams(n, temperature=1, top_p=1, ignore_eos,
-// max_tokens=output_len), one timed LLM::generate over all prompts.
+// max_tokens=output_len), one timed LLM::generate over all prompts. --prompt-file replaces the
+// random prompts with one text (e.g. a passage to repeat or edit, for speculative decoding),
+// --temperature the sampling temperature.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +33,8 @@ struct ThroughputOptions {
   int64_t n = 1;
   uint64_t seed = 0;
   std::string output_json;
+  std::string prompt_file;  // empty: random token-id prompts
+  double temperature = 1.0;
   bool profile = false;
   EngineConfig config;
   EngineOptionStrings strings;
@@ -58,23 +63,43 @@ int run_throughput(ThroughputOptions& o) {
   std::uniform_int_distribution<int64_t> out_len(out_lo, out_hi);
   std::uniform_int_distribution<int64_t> offset(0, vocab - 1);
 
+  std::string prompt_text;
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file);
+    VELLUM_CHECK(in.good(), ErrorCode::kIo, "--prompt-file {}: cannot open it", o.prompt_file);
+    prompt_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> params;
   int64_t total_prompt_tokens = 0;
   for (int64_t i = 0; i < o.num_prompts; ++i) {
-    const int64_t len = in_len(rng);
+    int64_t len = in_len(rng);
     const int64_t out = out_len(rng);
     const int64_t start = offset(rng);
-    VELLUM_CHECK(len + out <= llm.engine().max_model_len(), ErrorCode::kInvalidArgument,
-                 "prompt {} needs {} + {} tokens, more than max_model_len {}", i, len, out,
-                 llm.engine().max_model_len());
-    std::vector<int32_t> ids(static_cast<size_t>(len));
-    for (int64_t t = 0; t < len; ++t) ids[static_cast<size_t>(t)] = static_cast<int32_t>((start + i + t) % vocab);
-    total_prompt_tokens += len;
-    prompts.emplace_back(std::move(ids));
+    if (!prompt_text.empty()) {
+      std::vector<int32_t> ids = llm.engine().encode(prompt_text, true, false);
+      len = static_cast<int64_t>(ids.size());
+      VELLUM_CHECK(len + out <= llm.engine().max_model_len(), ErrorCode::kInvalidArgument,
+                   "--prompt-file has {} tokens; with --output-len {} that is more than "
+                   "max_model_len {}",
+                   len, out, llm.engine().max_model_len());
+      total_prompt_tokens += len;
+      prompts.emplace_back(std::move(ids));
+    }
+    if (prompt_text.empty()) {
+      VELLUM_CHECK(len + out <= llm.engine().max_model_len(), ErrorCode::kInvalidArgument,
+                   "prompt {} needs {} + {} tokens, more than max_model_len {}", i, len, out,
+                   llm.engine().max_model_len());
+      std::vector<int32_t> ids(static_cast<size_t>(len));
+      for (int64_t t = 0; t < len; ++t) {
+        ids[static_cast<size_t>(t)] = static_cast<int32_t>((start + i + t) % vocab);
+      }
+      total_prompt_tokens += len;
+      prompts.emplace_back(std::move(ids));
+    }
     SamplingParams p;
     p.n = o.n;
-    p.temperature = 1.0;
+    p.temperature = o.temperature;
     p.top_p = 1.0;
     p.ignore_eos = true;
     p.max_tokens = out;
@@ -90,8 +115,17 @@ int run_throughput(ThroughputOptions& o) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const profile::Totals profiled = profile::totals() - profile_start;
   int64_t total_output_tokens = 0;
+  std::vector<double> decode_rates;  // per request: tokens after the first / their time
   for (const RequestOutput& r : outputs) {
-    for (const CompletionOutput& c : r.outputs) total_output_tokens += static_cast<int64_t>(c.token_ids.size());
+    int64_t request_tokens = 0;
+    for (const CompletionOutput& c : r.outputs) {
+      request_tokens += static_cast<int64_t>(c.token_ids.size());
+    }
+    total_output_tokens += request_tokens;
+    const double decode_seconds = r.metrics.finished_time - r.metrics.first_token_time;
+    if (request_tokens > 1 && decode_seconds > 0.0) {
+      decode_rates.push_back(static_cast<double>(request_tokens - 1) / decode_seconds);
+    }
   }
   const int64_t total_tokens = total_prompt_tokens + total_output_tokens;
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
@@ -99,6 +133,12 @@ int run_throughput(ThroughputOptions& o) {
               static_cast<double>(total_output_tokens) / elapsed);
   std::printf("Total num prompt tokens:  %lld\n", static_cast<long long>(total_prompt_tokens));
   std::printf("Total num output tokens:  %lld\n", static_cast<long long>(total_output_tokens));
+  if (!decode_rates.empty()) {
+    std::sort(decode_rates.begin(), decode_rates.end());
+    std::printf("Decode: %.2f output tokens/s per request after its first token (median)\n",
+                decode_rates[decode_rates.size() / 2]);
+  }
+  print_spec_decode_stats(llm.engine().stats());
   if (const int stages = llm.engine().config().parallel.pipeline_parallel_size; stages > 1) {
     const EngineStats stats = llm.engine().stats();
     std::printf("Pipeline: %lld of %lld model steps started while an earlier one was in the "
@@ -138,6 +178,10 @@ CommandRunner add_throughput_command(CLI::App& bench) {
   cmd->add_option("--n", o->n, "Outputs per prompt");
   cmd->add_option("--seed", o->seed, "Dataset seed");
   cmd->add_option("--output-json", o->output_json, "Write the results as JSON");
+  cmd->add_option("--prompt-file", o->prompt_file,
+                  "Use this text file as every prompt instead of random token ids "
+                  "(--input-len is then ignored)");
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature (0: greedy)");
   cmd->add_flag("--profile", o->profile,
                 "Print where the engine steps' time goes (GEMMs by layer type, attention, "
                 "elementwise, sampling, scheduler, detokenization)");

@@ -1,5 +1,8 @@
 #include "cli/engine_options.h"
 
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <limits>
 
 #include "common/check.h"
@@ -102,6 +105,26 @@ void finish_engine_options(EngineConfig& config, const EngineOptionStrings& stri
   }
   if (strings.no_prefix_caching) config.cache.enable_prefix_caching = false;
   if (strings.no_chunked_prefill) config.scheduler.enable_chunked_prefill = false;
+}
+
+void print_spec_decode_stats(const EngineStats& stats) {
+  if (stats.spec_num_accepted_tokens_per_pos.empty()) return;
+  const double drafts = static_cast<double>(stats.spec_num_drafts);
+  const double draft_tokens = static_cast<double>(stats.spec_num_draft_tokens);
+  const double accepted = static_cast<double>(stats.spec_num_accepted_tokens);
+  std::string per_position;
+  for (int64_t count : stats.spec_num_accepted_tokens_per_pos) {
+    per_position += fmt::format("{}{:.2f}", per_position.empty() ? "" : ", ",
+                                drafts > 0 ? static_cast<double>(count) / drafts : 0.0);
+  }
+  std::printf("Speculative decoding: %lld verifications of %lld draft tokens, %lld accepted: "
+              "draft acceptance rate %.1f%%, mean acceptance length %.2f, per-position "
+              "acceptance [%s]\n",
+              static_cast<long long>(stats.spec_num_drafts),
+              static_cast<long long>(stats.spec_num_draft_tokens),
+              static_cast<long long>(stats.spec_num_accepted_tokens),
+              draft_tokens > 0 ? 100.0 * accepted / draft_tokens : 0.0,
+              drafts > 0 ? 1.0 + accepted / drafts : 0.0, per_position.c_str());
 }
 
 }  // namespace vellum::cli

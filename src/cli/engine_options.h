@@ -8,6 +8,7 @@
 #include <string>
 
 #include "vellum/config.h"
+#include "vellum/engine.h"
 
 namespace vellum::cli {
 
@@ -28,5 +29,10 @@ void finish_engine_options(EngineConfig& config, const EngineOptionStrings& stri
 // Under mpirun, every rank but 0 runs its share of the model for rank 0 (engine::run_worker)
 // instead of the command: returns its exit code there, nothing on rank 0 and without MPI.
 std::optional<int> run_if_worker_rank(const EngineConfig& config);
+
+// With --speculative-config: one line with the drafts verified, the draft acceptance rate and the
+// mean acceptance length (1 + accepted drafts per verification, vLLM's definition). Nothing
+// without speculation.
+void print_spec_decode_stats(const EngineStats& stats);
 
 }  // namespace vellum::cli

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "vellum/status.h"
 
 namespace vellum::server {
@@ -428,6 +430,22 @@ std::string ServerMetrics::render(const EngineStats& stats) const {
   w.counter("generation_tokens", "Number of generation tokens processed.", generation_tokens_);
   w.labeled_counter("request_success", "Count of successfully processed requests.",
                     "finished_reason", request_success_);
+  if (!stats.spec_num_accepted_tokens_per_pos.empty()) {
+    // Speculative decoding is on (vLLM's SpecDecodingProm); the engine's counters are cumulative.
+    w.counter("spec_decode_num_drafts", "Number of spec decoding drafts.",
+              static_cast<double>(stats.spec_num_drafts));
+    w.counter("spec_decode_num_draft_tokens", "Number of draft tokens.",
+              static_cast<double>(stats.spec_num_draft_tokens));
+    w.counter("spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+              static_cast<double>(stats.spec_num_accepted_tokens));
+    std::vector<std::pair<std::string, double>> per_position;
+    for (size_t pos = 0; pos < stats.spec_num_accepted_tokens_per_pos.size(); ++pos) {
+      per_position.emplace_back(std::to_string(pos),
+                                static_cast<double>(stats.spec_num_accepted_tokens_per_pos[pos]));
+    }
+    w.labeled_counter("spec_decode_num_accepted_tokens_per_pos",
+                      "Accepted tokens per draft position.", "position", per_position);
+  }
 
   w.histogram("request_prompt_tokens", "Number of prefill tokens processed.",
               request_prompt_tokens_);
@@ -488,7 +506,24 @@ std::string ServerMetrics::log_line(const EngineStats& stats, double now_seconds
                 static_cast<long long>(stats.num_running),
                 static_cast<long long>(stats.num_waiting), stats.kv_cache_usage * 100.0,
                 hit_rate * 100.0);
-  return line;
+  if (stats.spec_num_accepted_tokens_per_pos.empty()) return line;
+  // vLLM's SpecDecodingLogging, over the same interval.
+  const int64_t num_drafts = counter_delta(stats.spec_num_drafts, spec_log_stats_.spec_num_drafts);
+  const int64_t num_draft_tokens =
+      counter_delta(stats.spec_num_draft_tokens, spec_log_stats_.spec_num_draft_tokens);
+  const int64_t num_accepted =
+      counter_delta(stats.spec_num_accepted_tokens, spec_log_stats_.spec_num_accepted_tokens);
+  spec_log_stats_ = stats;
+  return std::string(line) +
+         fmt::format(", Spec decode: Mean acceptance length: {:.2f}, Accepted: {} tokens, "
+                     "Drafted: {} tokens, Draft acceptance rate: {:.1f}%",
+                     num_drafts > 0 ? 1.0 + static_cast<double>(num_accepted) /
+                                                static_cast<double>(num_drafts)
+                                    : 0.0,
+                     num_accepted, num_draft_tokens,
+                     num_draft_tokens > 0 ? 100.0 * static_cast<double>(num_accepted) /
+                                                static_cast<double>(num_draft_tokens)
+                                          : 0.0);
 }
 
 }  // namespace vellum::server

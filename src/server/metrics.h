@@ -5,7 +5,7 @@
 // vLLM works with `prefix = "vllm"`; the text exposition format 0.0.4 written by hand, numbers
 // formatted the way Python's prometheus_client writes them ("5.0", "1e+06", "+Inf").
 // Non-goals: a general Prometheus client library, multi-engine (data parallel) labels (engine is
-// always "0"), LoRA, speculative decoding, multi-modal and KV-connector metrics,
+// always "0"), LoRA, multi-modal and KV-connector metrics,
 // num_requests_waiting_by_reason, engine_sleep_state and prompt_tokens_by_source.
 //
 //   ServerMetrics metrics({.prefix = "vllm", .model_name = name, .max_model_len = len,
@@ -113,6 +113,7 @@ class ServerMetrics {
 
   mutable std::mutex mu_;
   EngineStats last_step_stats_;  // the cumulative stats the counters have taken up to
+  EngineStats spec_log_stats_;   // speculative decoding counters at the previous log line
   std::unordered_map<std::string, RequestTrack> tracks_;
 
   // Counters.

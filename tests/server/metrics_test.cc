@@ -677,3 +677,40 @@ TEST(ServerMetricsTest, RejectsAnInvalidPrefix) {
 
 }  // namespace
 }  // namespace vellum::server
+
+namespace vellum::server {
+namespace {
+
+// Speculative decoding (issue 36): vLLM's spec_decode counters, from the engine's cumulative
+// counts, only when speculation is on; the log line adds acceptance over its interval.
+TEST(ServerMetricsTest, SpecDecodeCountersAndLogLineWhenSpeculating) {
+  ServerMetrics metrics(vllm_options());
+  EXPECT_EQ(metrics.render(EngineStats{}).find("spec_decode"), std::string::npos);
+  EngineStats stats;
+  stats.spec_num_drafts = 10;
+  stats.spec_num_draft_tokens = 40;
+  stats.spec_num_accepted_tokens = 25;
+  stats.spec_num_accepted_tokens_per_pos = {9, 7, 5, 4};
+  const std::vector<std::string> lines = lines_of(metrics.render(stats));
+  EXPECT_THAT(lines, Contains("# TYPE vllm:spec_decode_num_drafts_total counter"));
+  EXPECT_THAT(lines, Contains(R"(vllm:spec_decode_num_drafts_total{model_name="m",engine="0"} 10.0)"));
+  EXPECT_THAT(lines, Contains(R"(vllm:spec_decode_num_draft_tokens_total{model_name="m",engine="0"} 40.0)"));
+  EXPECT_THAT(lines, Contains(R"(vllm:spec_decode_num_accepted_tokens_total{model_name="m",engine="0"} 25.0)"));
+  EXPECT_THAT(lines, Contains(R"(vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",engine="0",position="0"} 9.0)"));
+  EXPECT_THAT(lines, Contains(R"(vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",engine="0",position="3"} 4.0)"));
+  const std::string line = metrics.log_line(stats, 1000.0);
+  EXPECT_NE(line.find("Spec decode: Mean acceptance length: 3.50, Accepted: 25 tokens, "
+                      "Drafted: 40 tokens, Draft acceptance rate: 62.5%"),
+            std::string::npos)
+      << line;
+  stats.spec_num_drafts = 12;
+  stats.spec_num_draft_tokens = 48;
+  stats.spec_num_accepted_tokens = 27;
+  EXPECT_NE(metrics.log_line(stats, 1010.0).find("Mean acceptance length: 2.00, Accepted: 2 "
+                                                 "tokens, Drafted: 8 tokens, Draft acceptance "
+                                                 "rate: 25.0%"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace vellum::server
