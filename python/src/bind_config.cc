@@ -83,7 +83,8 @@ void bind_config(py::module_& m) {
       .def_readwrite("model", &EngineConfig::model)
       .def_readwrite("cache", &EngineConfig::cache)
       .def_readwrite("scheduler", &EngineConfig::scheduler)
-      .def_readwrite("parallel", &EngineConfig::parallel);
+      .def_readwrite("parallel", &EngineConfig::parallel)
+      .def_readwrite("speculative_config", &EngineConfig::speculative_config);
 }
 
 }  // namespace vellum::python

@@ -156,7 +156,12 @@ void bind_engine(py::module_& m) {
       .def_readonly("generation_tokens", &EngineStats::generation_tokens)
       .def_readonly("scheduled_tokens", &EngineStats::scheduled_tokens)
       .def_readonly("num_kv_blocks", &EngineStats::num_kv_blocks)
-      .def_readonly("block_size", &EngineStats::block_size);
+      .def_readonly("block_size", &EngineStats::block_size)
+      .def_readonly("spec_num_drafts", &EngineStats::spec_num_drafts)
+      .def_readonly("spec_num_draft_tokens", &EngineStats::spec_num_draft_tokens)
+      .def_readonly("spec_num_accepted_tokens", &EngineStats::spec_num_accepted_tokens)
+      .def_readonly("spec_num_accepted_tokens_per_pos",
+                    &EngineStats::spec_num_accepted_tokens_per_pos);
 
   // One thread drives an LLMEngine (the Python LLMEngine / LLM call it from their own thread).
   py::class_<LLMEngine> engine(m, "LLMEngine");

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import Optional, Union
 
 from . import _C
 
@@ -60,6 +61,9 @@ class EngineArgs:
     gpu_memory_utilization: Optional[float] = None
     enforce_eager: Optional[bool] = None  # CUDA graphs do not exist here; accepted, no effect
     disable_log_stats: bool = True
+    # speculative decoding, vLLM's keys: {"method": "ngram", "num_speculative_tokens": 4,
+    # "prompt_lookup_min": 2, "prompt_lookup_max": 5} or {"method": "suffix"}; a dict or its JSON
+    speculative_config: Optional[Union[dict, str]] = None
 
     def create_engine_config(self) -> _C.EngineConfig:
         """The C++ EngineConfig; raises ValueError for what Vellum does not implement."""
@@ -115,6 +119,16 @@ class EngineArgs:
             c.scheduler.preemption_mode = self.preemption_mode
         if self.num_threads is not None:
             c.parallel.num_threads = self.num_threads
+        if self.speculative_config is not None:
+            spec = self.speculative_config
+            if isinstance(spec, dict):
+                spec = json.dumps(spec)
+            elif not isinstance(spec, str):
+                raise ValueError(
+                    "speculative_config must be a dict (vLLM's keys, e.g. {'method': 'ngram', "
+                    f"'num_speculative_tokens': 4}}) or its JSON text, got {type(spec).__name__}"
+                )
+            c.speculative_config = spec
         return c
 
     def _refuse_unsupported(self) -> None:

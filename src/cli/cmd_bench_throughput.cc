@@ -77,7 +77,7 @@ int run_throughput(ThroughputOptions& o) {
     const int64_t out = out_len(rng);
     const int64_t start = offset(rng);
     if (!prompt_text.empty()) {
-      std::vector<int32_t> ids = llm.engine().encode(prompt_text, true, false);
+      std::vector<int32_t> ids = llm.engine().encode(prompt_text, true, true);
       len = static_cast<int64_t>(ids.size());
       VELLUM_CHECK(len + out <= llm.engine().max_model_len(), ErrorCode::kInvalidArgument,
                    "--prompt-file has {} tokens; with --output-len {} that is more than "
