@@ -476,12 +476,10 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
                  "--speculative-config with pipeline parallelism is not implemented (drafts need "
                  "the previous step's tokens); drop one of them");
     spec_ = std::make_unique<engine::SpecDecoder>(*spec);
-    VELLUM_LOG_INFO("speculative decoding: {} proposer, {} tokens per step, gate {}",
+    VELLUM_LOG_INFO("speculative decoding: {} proposer, up to {} tokens per step, gate {}",
                     engine::method_name(spec->method), spec->num_speculative_tokens,
-                    spec->gate == engine::SpecGateMode::kAlways
-                        ? std::string("always on")
-                        : fmt::format("off above {} decode requests",
-                                      spec_->gate().max_decode_requests()));
+                    spec->gate == engine::SpecGateMode::kAlways ? "off (always propose)"
+                                                                : "by acceptance and batch size");
   }
   if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size);
   load_chat_template();
@@ -1002,7 +1000,7 @@ void LLMEngineImpl::complete_step(StepBatch& b, std::vector<engine::SequenceUpda
         // the target's next token are emitted, the rest rolled back by the scheduler.
         const std::span<const int32_t> row_tokens(sampler_out_.sampled_token_ids.data() + r,
                                                   s.spec_token_ids.size() + 1);
-        const int num_accepted = spec_->verify(s.spec_token_ids, row_tokens);
+        const int num_accepted = spec_->verify(s.request_id, s.spec_token_ids, row_tokens);
         runner_out.sampled_token_ids.emplace_back(row_tokens.begin(),
                                                   row_tokens.begin() + num_accepted + 1);
         for (int j = 0; j <= num_accepted; ++j) {

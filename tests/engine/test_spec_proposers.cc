@@ -98,3 +98,42 @@ TEST(SuffixProposer, DraftsFromTheRequestAndFromFinishedRequests) {
 
 }  // namespace
 }  // namespace vellum::engine
+
+#include "engine/spec_decode/spec_gate.h"
+
+namespace vellum::engine {
+namespace {
+
+TEST(SpecGate, BreakEvenRisesWithTheBatch) {
+  EXPECT_NEAR(SpecGate::break_even_acceptance(1), 0.25, 1e-9);
+  EXPECT_NEAR(SpecGate::break_even_acceptance(16), 0.68, 1e-9);
+  EXPECT_NEAR(SpecGate::break_even_acceptance(32), 0.75, 1e-9);
+  for (int b = 1; b < 64; ++b) {
+    EXPECT_LE(SpecGate::break_even_acceptance(b), SpecGate::break_even_acceptance(b + 1));
+  }
+}
+
+TEST(SpecGate, ARequestWhoseDraftsFailStopsAndIsProbedAgain) {
+  SpecGate gate(SpecGateMode::kAuto);
+  EXPECT_TRUE(gate.allows("r", 1));  // the prior 0.5 is above batch 1's 0.25
+  gate.record("r", 4, 0);            // 0.25: still allowed at batch 1
+  EXPECT_TRUE(gate.allows("r", 1));
+  EXPECT_FALSE(gate.allows("r", 16)) << "not at batch 16";
+  gate.record("r", 4, 0);  // 0.125
+  int num_allowed = 0;
+  for (int step = 0; step < 2 * SpecGate::kProbeInterval; ++step) num_allowed += gate.allows("r", 1);
+  EXPECT_EQ(num_allowed, 2) << "one probe every kProbeInterval steps";
+  gate.record("r", 4, 4);  // 0.5625: a good probe turns it back on
+  EXPECT_TRUE(gate.allows("r", 1));
+  EXPECT_FALSE(gate.allows("r", SpecGate::kMaxDecodeRequests + 1));
+}
+
+TEST(SpecGate, AlwaysProposes) {
+  SpecGate gate(SpecGateMode::kAlways);
+  gate.record("r", 4, 0);
+  gate.record("r", 4, 0);
+  EXPECT_TRUE(gate.allows("r", 1000));
+}
+
+}  // namespace
+}  // namespace vellum::engine

@@ -41,11 +41,11 @@ void SpecDecoder::propose(core::Scheduler& scheduler,
   std::vector<const core::Request*> decoding;
   const std::vector<std::string> running_ids = scheduler.running_request_ids();
   proposer_->retain_only(running_ids);
+  gate_.retain_only(running_ids);
   for (const std::string& id : running_ids) {
     const core::Request* request = scheduler.get_request(id);
     if (request != nullptr && in_decode_phase(*request)) decoding.push_back(request);
   }
-  const bool allowed = gate_.allows(static_cast<int>(decoding.size()));
   const int max_model_len = scheduler.config().max_model_len;
   for (const core::Request* request : decoding) {
     std::vector<int32_t> drafts;
@@ -53,7 +53,8 @@ void SpecDecoder::propose(core::Scheduler& scheduler,
     const int room = std::min(request->params().stop.max_tokens - request->num_output_tokens(),
                               max_model_len - request->num_tokens()) - 1;
     const int max_drafts = std::min(config_.num_speculative_tokens, room);
-    if (allowed && max_drafts > 0 && may_speculate(*request)) {
+    if (max_drafts > 0 && may_speculate(*request) &&
+        gate_.allows(request->request_id(), static_cast<int>(decoding.size()))) {
       drafts = proposer_->propose(request->request_id(), request->all_token_ids(), max_drafts);
     }
     if (drafts.empty() && request->spec_token_ids.empty()) continue;
@@ -61,9 +62,11 @@ void SpecDecoder::propose(core::Scheduler& scheduler,
   }
 }
 
-int SpecDecoder::verify(std::span<const int32_t> drafts, std::span<const int32_t> row_tokens) {
+int SpecDecoder::verify(std::string_view request_id, std::span<const int32_t> drafts,
+                        std::span<const int32_t> row_tokens) {
   const int num_accepted = num_accepted_drafts(drafts, row_tokens);
   if (drafts.empty()) return 0;
+  gate_.record(request_id, static_cast<int>(drafts.size()), num_accepted);
   ++counters_.num_drafts;
   counters_.num_draft_tokens += static_cast<int64_t>(drafts.size());
   counters_.num_accepted_tokens += num_accepted;

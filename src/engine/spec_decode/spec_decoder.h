@@ -47,14 +47,15 @@ class SpecDecoder {
 
   const SpeculativeConfig& config() const { return config_; }
 
-  // Sets the drafts of every running request in its decode phase that `may_speculate` allows
-  // (and clears the others'), unless the gate turns speculation off for this step. Never more
+  // Sets the drafts of every running request in its decode phase that `may_speculate` and the
+  // gate allow (and clears the others'). Never more
   // drafts than the request may still emit (max_tokens, max_model_len) minus its bonus token.
   void propose(core::Scheduler& scheduler,
                const std::function<bool(const core::Request&)>& may_speculate);
 
   // Records the outcome of one request's verification; returns the number of drafts accepted.
-  int verify(std::span<const int32_t> drafts, std::span<const int32_t> row_tokens);
+  int verify(std::string_view request_id, std::span<const int32_t> drafts,
+             std::span<const int32_t> row_tokens);
 
   // The request finished; proposers that learn across requests keep its output.
   void on_request_finished(std::string_view request_id, std::span<const int32_t> output_tokens) {
