@@ -116,14 +116,17 @@ TEST(SpecGate, BreakEvenRisesWithTheBatch) {
 TEST(SpecGate, ARequestWhoseDraftsFailStopsAndIsProbedAgain) {
   SpecGate gate(SpecGateMode::kAuto);
   EXPECT_TRUE(gate.allows("r", 1));  // the prior 0.5 is above batch 1's 0.25
-  gate.record("r", 4, 0);            // 0.25: still allowed at batch 1
+  gate.record("r", 4, 0);            // 0.375
+  gate.record("r", 4, 1);            // 0.34375: still allowed at batch 1
   EXPECT_TRUE(gate.allows("r", 1));
   EXPECT_FALSE(gate.allows("r", 16)) << "not at batch 16";
-  gate.record("r", 4, 0);  // 0.125
+  gate.record("r", 4, 0);  // 0.2578
+  EXPECT_TRUE(gate.allows("r", 1));
+  gate.record("r", 4, 0);  // 0.193
   int num_allowed = 0;
   for (int step = 0; step < 2 * SpecGate::kProbeInterval; ++step) num_allowed += gate.allows("r", 1);
   EXPECT_EQ(num_allowed, 2) << "one probe every kProbeInterval steps";
-  gate.record("r", 4, 4);  // 0.5625: a good probe turns it back on
+  gate.record("r", 4, 4);  // 0.395: a good probe turns it back on
   EXPECT_TRUE(gate.allows("r", 1));
   EXPECT_FALSE(gate.allows("r", SpecGate::kMaxDecodeRequests + 1));
 }

@@ -28,7 +28,7 @@ void SpecGate::record(std::string_view request_id, int num_drafts, int num_accep
   if (mode_ == SpecGateMode::kAlways || num_drafts <= 0) return;
   Track& track = tracks_[std::string(request_id)];
   const double fraction = static_cast<double>(num_accepted) / static_cast<double>(num_drafts);
-  track.acceptance = 0.5 * track.acceptance + 0.5 * fraction;
+  track.acceptance = (1.0 - kNewWeight) * track.acceptance + kNewWeight * fraction;
 }
 
 void SpecGate::retain_only(std::span<const std::string> running_ids) {

@@ -5,8 +5,8 @@
 // at batch 16, so drafts pay only when enough of them are accepted, and the bar rises with the
 // batch (a large batch is compute-bound: every rejected draft costs as much as a real token).
 //
-// The gate keeps, per request, a running mean of the fraction of its drafts accepted (halved
-// weight each verification) and lets it propose only while that mean is at least the
+// The gate keeps, per request, a running mean of the fraction of its drafts accepted
+// (exponential, kNewWeight per verification) and lets it propose only while that mean is at least the
 // break-even fraction for the step's number of decode requests (break_even_acceptance). A
 // request below it is probed again every kProbeInterval steps, so a request that turns
 // repetitive later starts speculating again. Above kMaxDecodeRequests decode requests nothing
@@ -27,7 +27,10 @@ namespace vellum::engine {
 class SpecGate {
  public:
   static constexpr int kMaxDecodeRequests = 64;
-  static constexpr int kProbeInterval = 32;
+  static constexpr int kProbeInterval = 16;
+  // Weight of a verification's outcome in the running mean: a few rejections in a row (an edit
+  // in a copied passage) keep a good request on, three or four failures turn a poor one off.
+  static constexpr double kNewWeight = 0.25;
   // Acceptance assumed for a request that has not verified drafts yet.
   static constexpr double kPriorAcceptance = 0.5;
 

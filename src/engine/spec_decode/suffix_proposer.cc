@@ -12,13 +12,26 @@ SuffixProposer::SuffixProposer(const SpeculativeConfig& config)
 std::vector<int32_t> SuffixProposer::best_draft(const SuffixTree& tree,
                                                 std::span<const int32_t> tokens, int max_drafts,
                                                 double* score) const {
+  // As Arctic does, every match length is tried: a long match leaves little depth to draft
+  // from (match + draft <= max depth), a short one is less sure; the best expected number of
+  // accepted tokens wins (the longer match on ties).
   *score = 0.0;
-  const auto [node, match_len] = tree.match(tokens);
-  if (node < 0) return {};
-  const int limit = std::min(
-      max_drafts, static_cast<int>(std::floor(config_.suffix_max_spec_factor * match_len)));
-  if (limit <= 0) return {};
-  return tree.draft(node, limit, config_.suffix_min_token_prob, score);
+  std::vector<int32_t> best;
+  for (int match_len = 1; match_len < tree.max_depth(); ++match_len) {
+    const int32_t node = tree.find_tail(tokens, match_len);
+    if (node < 0) break;  // no longer tail occurs either
+    const int limit = std::min(
+        max_drafts, static_cast<int>(std::floor(config_.suffix_max_spec_factor * match_len)));
+    if (limit <= 0) continue;
+    double candidate_score = 0.0;
+    std::vector<int32_t> candidate =
+        tree.draft(node, limit, config_.suffix_min_token_prob, &candidate_score);
+    if (!candidate.empty() && candidate_score >= *score) {
+      *score = candidate_score;
+      best = std::move(candidate);
+    }
+  }
+  return best;
 }
 
 std::vector<int32_t> SuffixProposer::propose(std::string_view request_id,

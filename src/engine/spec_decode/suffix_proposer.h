@@ -1,10 +1,10 @@
 // SuffixProposer: suffix decoding (Arctic Inference, vLLM's "suffix" method). Drafts come from
 // two suffix trees: one per running request over its prompt and output, grown as it generates,
-// and one over the outputs of the last suffix_max_cached_requests finished requests. The
-// longest tail of the request's tokens found in a tree is followed along its most frequent
-// continuation while the estimated probability stays >= suffix_min_token_prob, for at most
-// suffix_max_spec_factor * (match length) tokens; the tree whose draft scores higher (expected
-// accepted tokens) wins.
+// and one over the outputs of the last suffix_max_cached_requests finished requests. A tail of
+// the request's tokens found in a tree is followed along its most frequent continuation while
+// the estimated probability stays >= suffix_min_token_prob, for at most
+// suffix_max_spec_factor * (match length) tokens; over every tail length and both trees, the
+// draft with the highest score (expected accepted tokens) wins.
 #pragma once
 
 #include <deque>

@@ -99,16 +99,21 @@ void SuffixTree::remove(std::span<const int32_t> tokens) {
   }
 }
 
+int32_t SuffixTree::find_tail(std::span<const int32_t> context, int length) const {
+  if (length <= 0 || static_cast<size_t>(length) > context.size()) return -1;
+  int32_t node = 0;
+  for (size_t i = context.size() - static_cast<size_t>(length); i < context.size() && node >= 0;
+       ++i) {
+    node = child(node, context[i]);
+  }
+  return node;
+}
+
 std::pair<int32_t, int> SuffixTree::match(std::span<const int32_t> context) const {
   const int longest = static_cast<int>(
       std::min<size_t>(context.size(), static_cast<size_t>(max_depth_ - 1)));
   for (int len = longest; len >= 1; --len) {
-    int32_t node = 0;
-    for (size_t i = context.size() - static_cast<size_t>(len); i < context.size() && node >= 0;
-         ++i) {
-      node = child(node, context[i]);
-    }
-    if (node >= 0) return {node, len};
+    if (const int32_t node = find_tail(context, len); node >= 0) return {node, len};
   }
   return {-1, 0};
 }

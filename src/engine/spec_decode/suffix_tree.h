@@ -31,6 +31,10 @@ class SuffixTree {
   // The deepest node matching the longest tail of `context` (at most max_depth - 1 tokens, so
   // at least one token can follow); {-1, 0} when even the last token never occurred.
   std::pair<int32_t, int> match(std::span<const int32_t> context) const;
+  // The node of the n-gram formed by the last `length` tokens of `context`; -1 if it never
+  // occurred (nor does any longer tail, then).
+  int32_t find_tail(std::span<const int32_t> context, int length) const;
+  int max_depth() const { return max_depth_; }
 
   // The greedy path below `node`: each step the most frequent child, while the product of
   // child/parent frequencies stays >= min_prob; at most max_tokens. `score` gets the sum of
