@@ -314,8 +314,8 @@ namespace vellum {
 namespace {
 
 // The real models, asked to repeat a passage (drafts mostly accepted) and to continue freely
-// (mostly rejected), alone and batched with a sampled request, with a KV budget small enough to
-// preempt.
+// (mostly rejected): the first alone, then all three together (one sampled) with a KV budget
+// small enough to preempt.
 // num_tight_blocks: a KV budget that holds one 96-token sequence but not all three requests
 // (Gemma 3's hybrid KV cache has six groups, so it needs six times the blocks).
 void expect_real_model_matches(const std::filesystem::path& model_path, int num_tight_blocks) {
@@ -329,7 +329,7 @@ void expect_real_model_matches(const std::filesystem::path& model_path, int num_
       {"free", std::string("Write a short poem about the sea."), greedy_with_logprobs(24)},
       {"sampled", std::string("Name three colours."), seeded(5, 16)},
   };
-  expect_same_with_speculation(config, requests);
+  expect_same_with_speculation(config, {requests[0]});  // alone
   config.model.max_model_len = 96;
   config.cache.num_blocks_override = num_tight_blocks;
   expect_same_with_speculation(config, requests, /*expect_preemption=*/true);
