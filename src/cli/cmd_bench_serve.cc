@@ -23,6 +23,7 @@
 #include "benchserve/dataset.h"
 #include "benchserve/metrics.h"
 #include "benchserve/report.h"
+#include "benchserve/spec_metrics.h"
 #include "cli/commands.h"
 #include "common/check.h"
 
@@ -259,6 +260,7 @@ int run_serve_bench(ServeBenchOptions& o) {
   std::printf("Maximum request concurrency: %s\n",
               o.max_concurrency > 0 ? std::to_string(o.max_concurrency).c_str() : "None");
   std::fflush(stdout);
+  const std::optional<bs::SpecDecodeCounts> spec_before = bs::fetch_spec_decode_counts(client);
   const bool show_progress = !o.disable_tqdm && isatty(STDERR_FILENO);
   const auto total = static_cast<int64_t>(requests.size());
   const bs::BenchmarkRun run = bs::run_benchmark(client, traffic, requests, [&](int64_t done) {
@@ -289,6 +291,11 @@ int run_serve_bench(ServeBenchOptions& o) {
   if (o.max_concurrency > 0) info.max_concurrency = o.max_concurrency;
   info.goodput_enabled = slo.enabled();
   std::printf("%s", bs::format_result_block(info, metrics, run.duration_s).c_str());
+  if (spec_before) {
+    if (const auto spec_after = bs::fetch_spec_decode_counts(client)) {
+      std::printf("%s", bs::format_spec_decode_line(*spec_before, *spec_after).c_str());
+    }
+  }
 
   if (o.save_result || o.append_result) {
     std::filesystem::path file =
