@@ -1,0 +1,199 @@
+#include "structured/json_pieces.h"
+
+#include "structured/json_schema_numbers.h"
+
+namespace vellum::structured {
+
+JsonPieces::Sequence JsonPieces::ws() {
+  if (!any_whitespace_) return {};
+  if (ws_ == UINT32_MAX) {
+    ws_ = b_.new_rule("ws");
+    b_.add_alternative(ws_, {});
+    b_.add_alternative(ws_, b_.literal(" "));
+    ByteSet indent;
+    indent.set(' ');
+    indent.set('\t');
+    Sequence nl = b_.literal("\n");
+    const Sequence spaces = b_.repeat({b_.bytes(indent)}, 0, 20);
+    nl.insert(nl.end(), spaces.begin(), spaces.end());
+    b_.add_alternative(ws_, std::move(nl));
+  }
+  return {b_.rule(ws_)};
+}
+JsonPieces::Sequence JsonPieces::comma() {
+  Sequence s = ws();
+  const Sequence lit = b_.literal(any_whitespace_ ? "," : ", ");
+  s.insert(s.end(), lit.begin(), lit.end());
+  const Sequence after = ws();
+  s.insert(s.end(), after.begin(), after.end());
+  return s;
+}
+JsonPieces::Sequence JsonPieces::colon() {
+  Sequence s = ws();
+  const Sequence lit = b_.literal(any_whitespace_ ? ":" : ": ");
+  s.insert(s.end(), lit.begin(), lit.end());
+  const Sequence after = ws();
+  s.insert(s.end(), after.begin(), after.end());
+  return s;
+}
+
+JsonPieces::Item JsonPieces::string_char() {
+  if (char_ == UINT32_MAX) {
+    char_ = b_.new_rule("json_char");
+    std::vector<std::pair<uint32_t, uint32_t>> plain = {{0x20, '"' - 1}, {'"' + 1, '\\' - 1},
+                                                        {'\\' + 1, 0x10FFFF}};
+    b_.add_alternative(char_, {b_.code_points(plain)});
+    ByteSet escapes;
+    for (char c : std::string("\"\\/bfnrt")) escapes.set(static_cast<uint8_t>(c));
+    b_.add_alternative(char_, {b_.byte('\\'), b_.bytes(escapes)});
+    ByteSet hex;
+    for (char c : std::string("0123456789abcdefABCDEF")) hex.set(static_cast<uint8_t>(c));
+    Sequence u = b_.literal("\\u");
+    for (int i = 0; i < 4; ++i) u.push_back(b_.bytes(hex));
+    b_.add_alternative(char_, std::move(u));
+  }
+  return b_.rule(char_);
+}
+uint32_t JsonPieces::string_rule() {
+  if (string_ == UINT32_MAX) {
+    string_ = b_.new_rule("json_string");
+    Sequence s = b_.literal("\"");
+    s.push_back(b_.star({string_char()}));
+    append(s, b_.literal("\""));
+    b_.add_alternative(string_, std::move(s));
+  }
+  return string_;
+}
+JsonPieces::Sequence JsonPieces::integer_body() {
+  ByteSet digits;
+  for (char c = '0'; c <= '9'; ++c) digits.set(static_cast<uint8_t>(c));
+  ByteSet nonzero = digits;
+  nonzero.reset('0');
+  Sequence s = {b_.optional(b_.literal("-"))};
+  Sequence many = {b_.bytes(nonzero)};
+  append(many, b_.repeat({b_.bytes(digits)}, 0, kMaxIntegerDigits - 1));
+  s.push_back(b_.choice("json_int_digits", {b_.literal("0"), many}));
+  return s;
+}
+uint32_t JsonPieces::integer_rule() {
+  if (integer_ == UINT32_MAX) {
+    integer_ = b_.new_rule("json_integer");
+    b_.add_alternative(integer_, integer_body());
+  }
+  return integer_;
+}
+uint32_t JsonPieces::number_rule() {
+  if (number_ == UINT32_MAX) {
+    number_ = b_.new_rule("json_number");
+    ByteSet digits;
+    for (char c = '0'; c <= '9'; ++c) digits.set(static_cast<uint8_t>(c));
+    Sequence s = integer_body();
+    Sequence frac = b_.literal(".");
+    append(frac, b_.repeat({b_.bytes(digits)}, 1, kMaxFractionDigits));
+    s.push_back(b_.optional(frac));
+    ByteSet e;
+    e.set('e');
+    e.set('E');
+    ByteSet sign;
+    sign.set('+');
+    sign.set('-');
+    Sequence exp = {b_.bytes(e), b_.optional({b_.bytes(sign)})};
+    // Two exponent digits keep every number within a double's range.
+    append(exp, b_.repeat({b_.bytes(digits)}, 1, 2));
+    s.push_back(b_.optional(exp));
+    b_.add_alternative(number_, std::move(s));
+  }
+  return number_;
+}
+uint32_t JsonPieces::value_rule() {
+  if (value_ == UINT32_MAX) {
+    value_ = b_.new_rule("json_value");
+    b_.add_alternative(value_, {b_.rule(object_any_rule())});
+    b_.add_alternative(value_, {b_.rule(array_any_rule())});
+    b_.add_alternative(value_, {b_.rule(string_rule())});
+    b_.add_alternative(value_, {b_.rule(number_rule())});
+    for (const char* lit : {"true", "false", "null"}) b_.add_alternative(value_, b_.literal(lit));
+  }
+  return value_;
+}
+uint32_t JsonPieces::object_any_rule() {
+  if (object_any_ == UINT32_MAX) {
+    object_any_ = b_.new_rule("json_object");
+    const uint32_t value = value_rule();
+    b_.add_alternative(object_any_, object_of({b_.rule(value)}));
+  }
+  return object_any_;
+}
+JsonPieces::Sequence JsonPieces::object_of(const Sequence& value) {
+  Sequence member = {b_.rule(string_rule())};
+  append(member, colon());
+  append(member, value);
+  Sequence more = comma();
+  append(more, member);
+  Sequence body = member;
+  body.push_back(b_.star(more));
+  Sequence s = b_.literal("{");
+  append(s, ws());
+  s.push_back(b_.optional(body));
+  append(s, ws());
+  append(s, b_.literal("}"));
+  return s;
+}
+uint32_t JsonPieces::array_any_rule() {
+  if (array_any_ == UINT32_MAX) {
+    array_any_ = b_.new_rule("json_array");
+    b_.add_alternative(array_any_, array_of({b_.rule(value_rule())}, 0, -1));
+  }
+  return array_any_;
+}
+JsonPieces::Sequence JsonPieces::array_of(const Sequence& item, int64_t min, int64_t max) {
+  Sequence s = b_.literal("[");
+  append(s, ws());
+  if (max != 0) {
+    Sequence more = comma();
+    append(more, item);
+    Sequence body = item;
+    append(body, b_.repeat(more, std::max<int64_t>(min - 1, 0), max < 0 ? -1 : max - 1));
+    if (min == 0) {
+      s.push_back(b_.optional(body));
+    } else {
+      append(s, body);
+    }
+  }
+  append(s, ws());
+  append(s, b_.literal("]"));
+  return s;
+}
+
+
+JsonPieces::Sequence JsonPieces::literal(const nlohmann::ordered_json& value) {
+  if (value.is_object() && !value.empty()) {
+    Sequence s = b_.literal("{");
+    append(s, ws());
+    bool first = true;
+    for (const auto& [key, member] : value.items()) {
+      if (!first) append(s, comma());
+      first = false;
+      append(s, b_.literal(nlohmann::ordered_json(key).dump()));
+      append(s, colon());
+      append(s, literal(member));
+    }
+    append(s, ws());
+    append(s, b_.literal("}"));
+    return s;
+  }
+  if (value.is_array() && !value.empty()) {
+    Sequence s = b_.literal("[");
+    append(s, ws());
+    for (size_t i = 0; i < value.size(); ++i) {
+      if (i > 0) append(s, comma());
+      append(s, literal(value[i]));
+    }
+    append(s, ws());
+    append(s, b_.literal("]"));
+    return s;
+  }
+  return b_.literal(value.dump());
+}
+
+}  // namespace vellum::structured
