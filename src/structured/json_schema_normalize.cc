@@ -185,22 +185,25 @@ const OrderedJson& SchemaNormalizer::canonical(const OrderedJson& schema) {
   }
   if (list_items) {
     // Drafts 4-2019: `items` as a list is 2020-12's prefixItems; additionalItems the rest.
-    out["prefixItems"] = out.at("items");
+    OrderedJson prefix = out.at("items");  // a copy: adding a key moves the members
+    out["prefixItems"] = std::move(prefix);
     out.erase("items");
     if (out.contains("additionalItems")) {
-      out["items"] = out.at("additionalItems");
+      out["items"] = OrderedJson(out.at("additionalItems"));
       out.erase("additionalItems");
     }
   } else {
     out.erase("additionalItems");  // without a list of items it constrains nothing
   }
   if (out.contains("dependencies")) {
-    if (out.at("dependencies").is_object()) {
-      for (const auto& [name, dependency] : out.at("dependencies").items()) {
+    // A copy: adding keys to `out` moves its members.
+    const OrderedJson dependencies = out.at("dependencies");
+    out.erase("dependencies");
+    if (dependencies.is_object()) {
+      for (const auto& [name, dependency] : dependencies.items()) {
         out[dependency.is_array() ? "dependentRequired" : "dependentSchemas"][name] = dependency;
       }
     }
-    out.erase("dependencies");
   }
   return *keep(std::move(out));
 }
