@@ -24,7 +24,7 @@ using ByteSet = std::bitset<256>;
 // message instead of taking unbounded time or memory.
 struct GrammarLimits {
   size_t max_elements = 1u << 20;       // grammar size after repetition counts are expanded
-  int64_t max_repetition = 10000;       // the largest {m,n} / maxLength / maxItems bound
+  int64_t max_repetition = 1 << 19;     // the largest {m,n} / maxLength / maxItems bound
   int max_nesting = 128;                // schema / regex / grammar nesting depth
   size_t max_stacks_per_state = 4096;   // parse stacks alive at once (ambiguity)
   size_t max_closure_steps = 1u << 16;  // work to expand one byte's successors
@@ -91,6 +91,10 @@ class GrammarBuilder {
   Grammar build(uint32_t root) const;
 
  private:
+  // Repetitions beyond this many copies are built from blocks of it (size ~ log of the count).
+  static constexpr int64_t kRepetitionBlock = 64;
+  Sequence exactly(const Sequence& body, int64_t n);
+  Sequence at_most(const Sequence& body, int64_t n);
   void count(size_t n);
 
   GrammarLimits limits_;

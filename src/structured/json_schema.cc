@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <cstdio>
@@ -100,8 +101,13 @@ class SchemaCompiler {
     const json& target = normalizer_.resolve(ref, path);
     const uint32_t rule = b_.new_rule(ref);
     refs_.emplace(ref, rule);  // before compiling: the target may refer back to itself
-    std::optional<Sequence> body = compile(target, ref, depth + 1);
-    if (!body) fail(path, fmt::format("'$ref' {:?} matches nothing", ref));
+    std::optional<Sequence> body = compile(target, normalizer_.path_of(ref, path), depth + 1);
+    if (!body) {
+      // Matches nothing: callers drop it (a reference made while compiling it stays dead).
+      refs_[ref] = std::nullopt;
+      b_.add_alternative(rule, {b_.bytes(ByteSet{})});
+      return std::nullopt;
+    }
     b_.add_alternative(rule, std::move(*body));
     return rule;
   }
@@ -601,7 +607,9 @@ class SchemaCompiler {
 
   Sequence property_name(const json& s, const std::string& path, int depth) {
     if (!s.contains("propertyNames")) return {b_.rule(pieces_.string_rule())};
-    const json as_string = {{"allOf", json::array({s.at("propertyNames"), {{"type", "string"}}})}};
+    // Kept: the normalizer may link to it for as long as the compilation runs.
+    const json& as_string = made_.emplace_back(
+        json{{"allOf", json::array({s.at("propertyNames"), {{"type", "string"}}})}});
     std::optional<Sequence> name = compile(as_string, path + "/propertyNames", depth + 1);
     if (!name) fail(path, "'propertyNames' admits no string");
     return *name;
@@ -635,8 +643,6 @@ class SchemaCompiler {
       std::optional<Sequence> value = Sequence{b_.rule(pieces_.value_rule())};
       if (s.contains("additionalProperties")) {
         value = compile(s.at("additionalProperties"), path + "/additionalProperties", depth + 1);
-      } else if (!options_.spec_defaults && s.contains("properties")) {
-        fail(path, fmt::format("required property {:?} is not listed in 'properties'", name));
       }
       members.push_back(member(name, std::move(value), true));
     }
@@ -731,7 +737,8 @@ class SchemaCompiler {
   JsonGrammarOptions options_;
   JsonPieces pieces_;
   SchemaNormalizer normalizer_;
-  std::map<std::string, uint32_t> refs_;
+  std::map<std::string, std::optional<uint32_t>> refs_;  // nullopt: matches nothing
+  std::deque<json> made_;  // schemas made here (stable addresses)
 };
 
 }  // namespace

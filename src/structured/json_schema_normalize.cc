@@ -26,6 +26,8 @@ constexpr int kMaxCombinationDepth = 32;
 constexpr size_t kMaxAlternatives = 64;
 
 const OrderedJson kAnything = OrderedJson::object();
+// $ref of a link to a subschema (see SchemaNormalizer::link); no JSON pointer starts so.
+constexpr const char* kLinkPrefix = "vellum-link:";
 
 [[noreturn]] void refuse(const std::string& path, const std::string& what) {
   VELLUM_THROW(ErrorCode::kInvalidArgument, "JSON schema at '{}': {}", path, what);
@@ -314,12 +316,49 @@ SchemaNormalizer::Alternatives SchemaNormalizer::cross(const Alternatives& left,
   return out;
 }
 
-std::optional<OrderedJson> SchemaNormalizer::merge(const OrderedJson& a, const OrderedJson& b,
-                                                   const std::string& path) const {
-  OrderedJson out = OrderedJson::object();
-  for (const auto& [key, value] : a.items()) {
-    if (kEnforcedKeywords.contains(key)) out[key] = value;
+OrderedJson SchemaNormalizer::link(const OrderedJson& subschema, const std::string& path) {
+  if (!subschema.is_object() || is_pure_ref(subschema)) return subschema;
+  auto [it, inserted] = link_index_.emplace(&subschema, linked_.size());
+  if (inserted) {
+    linked_.push_back(&subschema);
+    linked_paths_.push_back(path);
   }
+  return OrderedJson{{"$ref", fmt::format("{}{}", kLinkPrefix, it->second)}};
+}
+
+OrderedJson SchemaNormalizer::linked(const OrderedJson& schema, const std::string& path) {
+  OrderedJson out = OrderedJson::object();
+  for (const auto& [key, value] : schema.items()) {
+    if (!kEnforcedKeywords.contains(key)) continue;
+    if (key == "properties" || key == "patternProperties") {
+      OrderedJson& members = out[key] = OrderedJson::object();
+      if (value.is_object()) {
+        for (const auto& [name, sub] : value.items()) {
+          members[name] = link(sub, fmt::format("{}/{}/{}", path, key, name));
+        }
+      }
+    } else if (key == "prefixItems" && value.is_array()) {
+      OrderedJson& items = out[key] = OrderedJson::array();
+      for (const OrderedJson& sub : value) {
+        items.push_back(link(sub, fmt::format("{}/{}/{}", path, key, items.size())));
+      }
+    } else if (key == "items" || key == "additionalProperties" || key == "propertyNames") {
+      out[key] = link(value, fmt::format("{}/{}", path, key));
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+std::optional<OrderedJson> SchemaNormalizer::merge(const OrderedJson& a_schema,
+                                                   const OrderedJson& b_schema,
+                                                   const std::string& path) {
+  // Subschemas become links to the originals: the merge stays small, and a recursive schema
+  // met again through a link compiles to the rule made the first time.
+  const OrderedJson a = linked(a_schema, path);
+  const OrderedJson b = linked(b_schema, path);
+  OrderedJson out = a;
   static const std::set<std::string> kLowerBounds = {"minimum", "exclusiveMinimum", "minLength",
                                                      "minItems", "minProperties"};
   static const std::set<std::string> kUpperBounds = {"maximum", "exclusiveMaximum", "maxLength",
@@ -394,7 +433,13 @@ std::optional<OrderedJson> SchemaNormalizer::merge(const OrderedJson& a, const O
   return out;
 }
 
+std::string SchemaNormalizer::path_of(const std::string& ref, const std::string& fallback) const {
+  if (!ref.starts_with(kLinkPrefix)) return ref.empty() ? fallback : ref;
+  return linked_paths_.at(std::stoul(ref.substr(std::string(kLinkPrefix).size())));
+}
+
 const OrderedJson& SchemaNormalizer::resolve(const std::string& ref, const std::string& path) const {
+  if (ref.starts_with(kLinkPrefix)) return *linked_.at(std::stoul(ref.substr(std::string(kLinkPrefix).size())));
   const size_t hash = ref.find('#');
   const std::string base = ref.substr(0, hash);
   if (!base.empty() && base != root_id_) {

@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace vellum::structured {
@@ -52,6 +53,10 @@ class SchemaNormalizer {
   // after the root's own $id. Throws for remote references and anchors.
   const OrderedJson& resolve(const std::string& ref, const std::string& path) const;
 
+  // Where a $ref's target is, for messages: the reference itself, or for a link made while
+  // merging, the path of the subschema it stands for.
+  std::string path_of(const std::string& ref, const std::string& fallback) const;
+
   const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
@@ -63,7 +68,11 @@ class SchemaNormalizer {
   const OrderedJson& canonical(const OrderedJson& schema);
   // Intersection of two flat schemas; nullopt when provably empty.
   std::optional<OrderedJson> merge(const OrderedJson& a, const OrderedJson& b,
-                                   const std::string& path) const;
+                                   const std::string& path);
+  // A {"$ref"} standing for `subschema` (which must outlive the normalizer), and `schema`'s
+  // validation keywords with every subschema so replaced.
+  OrderedJson link(const OrderedJson& subschema, const std::string& path);
+  OrderedJson linked(const OrderedJson& schema, const std::string& path);
   Alternatives cross(const Alternatives& left, const Alternatives& right, const std::string& path,
                      int depth);
   const OrderedJson* keep(OrderedJson value);
@@ -73,6 +82,9 @@ class SchemaNormalizer {
   bool legacy_ref_siblings_;  // drafts 3-7: keywords beside $ref are ignored
   std::string root_id_;
   std::deque<OrderedJson> arena_;  // schemas created by rewriting (stable addresses)
+  std::vector<const OrderedJson*> linked_;                  // [link index]
+  std::vector<std::string> linked_paths_;                   // [link index]
+  std::unordered_map<const OrderedJson*, size_t> link_index_;
   std::vector<std::string> warnings_;
 };
 

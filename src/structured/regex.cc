@@ -86,6 +86,8 @@ class RegexParser {
     alternatives.push_back(parse_concat(depth));
     while (peek('|')) {
       ++pos_;
+      // Each top-level alternative may be anchored on its own (^a$|^b$): the match is whole.
+      if (depth == 0 && peek('^')) ++pos_;
       alternatives.push_back(parse_concat(depth));
     }
     if (alternatives.size() == 1) return std::move(alternatives[0]);
@@ -95,7 +97,9 @@ class RegexParser {
   Sequence parse_concat(int depth) {
     Sequence seq;
     while (!at_end() && !peek('|') && !peek(')')) {
-      if (peek('$') && pos_ + 1 == text_.size()) {
+      const bool ends_alternative =
+          pos_ + 1 == text_.size() || (depth == 0 && text_[pos_ + 1] == '|');
+      if (peek('$') && ends_alternative) {
         ++pos_;
         break;
       }
