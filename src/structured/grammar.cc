@@ -19,12 +19,23 @@ void GrammarBuilder::count(size_t n) {
 uint32_t GrammarBuilder::new_rule(std::string name) {
   names_.push_back(std::move(name));
   alternatives_.emplace_back();
+  expanded_sizes_.push_back(1);
   return static_cast<uint32_t>(names_.size() - 1);
 }
 
 void GrammarBuilder::add_alternative(uint32_t rule, Sequence sequence) {
   count(sequence.size() + 1);
+  expanded_sizes_[rule] = std::max(expanded_sizes_[rule], expanded_size(sequence));
   alternatives_[rule].push_back(std::move(sequence));
+}
+
+size_t GrammarBuilder::expanded_size(const Sequence& sequence) const {
+  size_t size = 0;
+  for (const Item& item : sequence) {
+    size += item.is_rule ? expanded_sizes_[item.id] : 1;
+    size = std::min(size, limits_.max_elements + 1);  // saturate: only the comparison matters
+  }
+  return size;
 }
 
 GrammarBuilder::Item GrammarBuilder::bytes(const ByteSet& set) {
@@ -111,6 +122,9 @@ GrammarBuilder::Sequence GrammarBuilder::repeat(const Sequence& body, int64_t mi
                ErrorCode::kInvalidArgument,
                "repetition bound {} is too large: at most {} is supported", std::max(min, max),
                limits_.max_repetition);
+  // The size counted against max_elements is the expanded one, as if every copy were written
+  // out, so that a huge language is refused the same however compactly it is built.
+  count(expanded_size(body) * static_cast<size_t>(std::max(min, max)));
   Sequence seq = exactly(body, min);
   if (max < 0) {
     seq.push_back(star(body));
@@ -130,10 +144,7 @@ GrammarBuilder::Sequence GrammarBuilder::exactly(const Sequence& body, int64_t n
     seq = exactly({rule(block)}, n / kRepetitionBlock);
     n %= kRepetitionBlock;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    count(body.size());
-    seq.insert(seq.end(), body.begin(), body.end());
-  }
+  for (int64_t i = 0; i < n; ++i) seq.insert(seq.end(), body.begin(), body.end());
   return seq;
 }
 

@@ -95,12 +95,16 @@ class GrammarBuilder {
   static constexpr int64_t kRepetitionBlock = 64;
   Sequence exactly(const Sequence& body, int64_t n);
   Sequence at_most(const Sequence& body, int64_t n);
+  // Elements of `sequence` with every rule written out (its longest alternative; recursion and
+  // saturation make it an estimate), the size a repetition is charged.
+  size_t expanded_size(const Sequence& sequence) const;
   void count(size_t n);
 
   GrammarLimits limits_;
   std::vector<std::string> names_;
   std::vector<std::vector<Sequence>> alternatives_;
   std::vector<ByteSet> byte_sets_;
+  std::vector<size_t> expanded_sizes_;  // [rule]
   size_t num_elements_ = 0;
 };
 
