@@ -1,5 +1,7 @@
 #include "structured/json_pieces.h"
 
+#include <map>
+
 #include "structured/json_schema_numbers.h"
 
 namespace vellum::structured {
@@ -165,6 +167,112 @@ JsonPieces::Sequence JsonPieces::array_of(const Sequence& item, int64_t min, int
   return s;
 }
 
+
+namespace {
+
+// The characters of a JSON string's text (quotes excluded) as written: an escape (\x or \uXXXX)
+// or one UTF-8 character each.
+std::vector<std::string> json_symbols(const std::string& name) {
+  const std::string text = nlohmann::ordered_json(name).dump();
+  std::vector<std::string> symbols;
+  for (size_t i = 1; i + 1 < text.size();) {
+    size_t length = 1;
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (text[i] == '\\') {
+      length = text[i + 1] == 'u' ? 6 : 2;
+    } else if (lead >= 0xF0) {
+      length = 4;
+    } else if (lead >= 0xE0) {
+      length = 3;
+    } else if (lead >= 0xC0) {
+      length = 2;
+    }
+    symbols.push_back(text.substr(i, length));
+    i += length;
+  }
+  return symbols;
+}
+
+uint32_t first_code_point(const std::string& symbol) {
+  const auto lead = static_cast<unsigned char>(symbol[0]);
+  if (symbol.size() == 1) return lead;
+  uint32_t cp = lead & (symbol.size() == 2 ? 0x1F : symbol.size() == 3 ? 0x0F : 0x07);
+  for (size_t i = 1; i < symbol.size(); ++i) cp = (cp << 6) | (static_cast<unsigned char>(symbol[i]) & 0x3F);
+  return cp;
+}
+
+}  // namespace
+
+JsonPieces::Sequence JsonPieces::string_not_in(const std::vector<std::string>& excluded) {
+  if (excluded.empty()) return {b_.rule(string_rule())};
+  struct Node {
+    std::map<std::string, size_t> children;  // symbol -> node
+    bool is_name = false;
+  };
+  std::vector<Node> trie(1);
+  for (const std::string& name : excluded) {
+    size_t at = 0;
+    for (const std::string& symbol : json_symbols(name)) {
+      auto it = trie[at].children.find(symbol);
+      if (it == trie[at].children.end()) {
+        it = trie[at].children.emplace(symbol, trie.size()).first;
+        trie.emplace_back();
+      }
+      at = it->second;
+    }
+    trie[at].is_name = true;
+  }
+  // After a character no name has at this point: any characters, then the closing quote.
+  Sequence rest = {b_.star({string_char()})};
+  append(rest, b_.literal("\""));
+  ByteSet hex;
+  for (char c : std::string("0123456789abcdefABCDEF")) hex.set(static_cast<uint8_t>(c));
+  // Rules bottom-up (children have larger indices than their parents).
+  std::vector<uint32_t> rules(trie.size());
+  for (size_t n = trie.size(); n-- > 0;) {
+    const Node& node = trie[n];
+    rules[n] = b_.new_rule("key_not_in");
+    if (!node.is_name) b_.add_alternative(rules[n], b_.literal("\""));
+    std::vector<std::pair<uint32_t, uint32_t>> others = {{0x20, '"' - 1}, {'"' + 1, '\\' - 1},
+                                                         {'\\' + 1, 0x10FFFF}};
+    ByteSet escapes;
+    for (char c : std::string("\"\\/bfnrt")) escapes.set(static_cast<uint8_t>(c));
+    for (const auto& [symbol, child] : node.children) {
+      Sequence via = b_.literal(symbol);
+      via.push_back(b_.rule(rules[child]));
+      b_.add_alternative(rules[n], std::move(via));
+      if (symbol[0] == '\\') {
+        if (symbol.size() == 2) escapes.reset(static_cast<uint8_t>(symbol[1]));
+        continue;
+      }
+      // Remove the symbol's code point from the others.
+      const uint32_t cp = first_code_point(symbol);
+      std::vector<std::pair<uint32_t, uint32_t>> kept;
+      for (const auto& [lo, hi] : others) {
+        if (cp < lo || cp > hi) {
+          kept.emplace_back(lo, hi);
+          continue;
+        }
+        if (lo < cp) kept.emplace_back(lo, cp - 1);
+        if (cp < hi) kept.emplace_back(cp + 1, hi);
+      }
+      others = std::move(kept);
+    }
+    Sequence plain = {b_.code_points(others)};
+    append(plain, rest);
+    b_.add_alternative(rules[n], std::move(plain));
+    Sequence escape = {b_.byte('\\'), b_.bytes(escapes)};
+    append(escape, rest);
+    if (escapes.any()) b_.add_alternative(rules[n], std::move(escape));
+    Sequence unicode = b_.literal("\\u");
+    for (int i = 0; i < 4; ++i) unicode.push_back(b_.bytes(hex));
+    append(unicode, rest);
+    b_.add_alternative(rules[n], std::move(unicode));
+  }
+  Sequence out = b_.literal("\"");
+  out.push_back(b_.rule(rules[0]));
+  return out;
+}
 
 JsonPieces::Sequence JsonPieces::literal(const nlohmann::ordered_json& value) {
   if (value.is_object() && !value.empty()) {

@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <vector>
+
 #include "structured/grammar.h"
 
 namespace vellum::structured {
@@ -32,6 +35,9 @@ class JsonPieces {
   Sequence object_of(const Sequence& value);
   // "[" item ("," item){min-1,max-1} "]"; max < 0: unbounded.
   Sequence array_of(const Sequence& item, int64_t min, int64_t max);
+  // A JSON string (quotes included) that is none of `excluded`. Names are matched as JSON writes
+  // them with the fewest escapes; another spelling of an excluded name ("\u0061" for "a") passes.
+  Sequence string_not_in(const std::vector<std::string>& excluded);
   // Exactly `value` (objects keep their key order).
   Sequence literal(const nlohmann::ordered_json& value);
 

@@ -567,7 +567,9 @@ class SchemaCompiler {
   };
 
   // The member forms beyond the listed properties ("key": value), or nullopt when none.
-  std::optional<Sequence> additional_member(const json& s, const std::string& path, int depth) {
+  // `declared`: the listed properties, which an additional member may not repeat.
+  std::optional<Sequence> additional_member(const json& s, const std::vector<std::string>& declared,
+                                            const std::string& path, int depth) {
     std::vector<Sequence> forms;
     if (s.contains("patternProperties")) {
       if (!s.at("patternProperties").is_object()) fail(path, "'patternProperties' must be an object");
@@ -595,7 +597,7 @@ class SchemaCompiler {
       value = Sequence{b_.rule(pieces_.value_rule())};  // {"type": "object"}: any members
     }
     if (value) {
-      Sequence form = property_name(s, path, depth);
+      Sequence form = property_name(s, declared, path, depth);
       append(form, pieces_.colon());
       append(form, *value);
       forms.push_back(std::move(form));
@@ -605,8 +607,9 @@ class SchemaCompiler {
     return Sequence{b_.choice("member", std::move(forms))};
   }
 
-  Sequence property_name(const json& s, const std::string& path, int depth) {
-    if (!s.contains("propertyNames")) return {b_.rule(pieces_.string_rule())};
+  Sequence property_name(const json& s, const std::vector<std::string>& declared,
+                         const std::string& path, int depth) {
+    if (!s.contains("propertyNames")) return pieces_.string_not_in(declared);
     // Kept: the normalizer may link to it for as long as the compilation runs.
     const json& as_string = made_.emplace_back(
         json{{"allOf", json::array({s.at("propertyNames"), {{"type", "string"}}})}});
@@ -634,7 +637,10 @@ class SchemaCompiler {
                                  required.contains(name)));
       }
     }
-    std::optional<Sequence> additional = additional_member(s, path, depth);
+    std::vector<std::string> declared;
+    for (const Member& m : members) declared.push_back(m.name);
+    for (const std::string& name : required) declared.push_back(name);
+    std::optional<Sequence> additional = additional_member(s, declared, path, depth);
     // A required property that is not listed takes the additional properties' value schema.
     for (const std::string& name : required) {
       bool listed = false;

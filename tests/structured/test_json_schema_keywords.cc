@@ -169,6 +169,11 @@ TEST(JsonSchemaKeywords, ObjectKeywords) {
             "dependencies": {"card": {"required": ["billing"]}}})",
          {"{}", R"({"card": "1", "billing": "x"})"},
          {R"({"card": "1"})"}});
+  // An additional member may not repeat a listed property (which has its own schema).
+  check({R"({"type": "object", "properties": {"id": {"type": "integer"}, "n\"é": {"type": "integer"}},
+            "additionalProperties": {"type": "string"}})",
+         {R"({"id": 1, "idx": "a"})", R"({"i": "a", "": "b"})", R"({"n\"": "a", "né": "b"})"},
+         {R"({"idx": "a", "id": "s"})", R"({"id": 1, "id": "s"})", R"({"n\"é": "s"})"}});
   // JSON Schema's own defaults: additional properties allowed, required ones not listed.
   check({R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]})",
          {R"({"a": 1, "b": [true]})", R"({"b": 0})"},
