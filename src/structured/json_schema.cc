@@ -274,7 +274,8 @@ class SchemaCompiler {
     }
   }
 
-  // multipleOf as an integer divisor, or as 10^-digits (returned negated); 0 when absent or 1.
+  // multipleOf as an integer divisor (1: integers), or as 10^-digits (returned negated); 0 when
+  // absent.
   int64_t multiple_of(const json& s, const std::string& path) const {
     if (!s.contains("multipleOf")) return 0;
     const json& v = s.at("multipleOf");
@@ -282,7 +283,7 @@ class SchemaCompiler {
     const std::optional<DecimalBound> d = parse_decimal_bound(v.dump(), true);
     if (d && d->fraction_digits.empty() && d->integer_digits.size() <= 5) {
       const int64_t divisor = std::stoll(d->integer_digits);
-      if (divisor <= kMaxMultipleOfDivisor) return divisor == 1 ? 0 : divisor;
+      if (divisor <= kMaxMultipleOfDivisor) return divisor;
     }
     if (d && d->integer_digits == "0" && !d->fraction_digits.empty() &&
         d->fraction_digits.back() == '1' &&
@@ -329,7 +330,7 @@ class SchemaCompiler {
   std::optional<Sequence> compile_number(const json& s, const std::string& path) {
     const NumericBounds bounds = bounds_of(s, path);
     const int64_t multiple = multiple_of(s, path);
-    if (multiple > 1) return compile_integer(s, path);
+    if (multiple >= 1) return compile_integer(s, path);
     if (!bounds.lower && !bounds.upper && multiple == 0) return Sequence{b_.rule(pieces_.number_rule())};
     const int fraction_digits = multiple < 0 ? static_cast<int>(-multiple) : kMaxFractionDigits;
     try {
@@ -699,6 +700,9 @@ class SchemaCompiler {
   std::optional<Item> object_tail(ObjectChain& chain, size_t k, int64_t count) {
     const auto key = std::make_pair(k, count);
     if (auto it = chain.memo.find(key); it != chain.memo.end()) return it->second;
+    // Registered first: with interleaved additional members a rule may refer to itself.
+    const uint32_t rule = b_.new_rule("members");
+    chain.memo.emplace(key, b_.rule(rule));
     std::vector<Sequence> alternatives;
     if (k == chain.members.size()) {
       const int64_t need = std::max<int64_t>(chain.min - count, 0);
@@ -731,11 +735,23 @@ class SchemaCompiler {
       if (!m.required) {
         if (auto tail = object_tail(chain, k + 1, count)) alternatives.push_back({*tail});
       }
+      // JSON Schema's defaults: additional members may come between the listed ones.
+      if (options_.spec_defaults && chain.additional && (chain.max < 0 || count < chain.max)) {
+        if (auto tail = object_tail(chain, k, next)) {
+          Sequence with = count > 0 ? pieces_.comma() : Sequence{};
+          append(with, *chain.additional);
+          with.push_back(*tail);
+          alternatives.push_back(std::move(with));
+        }
+      }
     }
-    std::optional<Item> out;
-    if (!alternatives.empty()) out = b_.choice("members", std::move(alternatives));
-    chain.memo.emplace(key, out);
-    return out;
+    if (alternatives.empty()) {
+      b_.add_alternative(rule, {b_.bytes(ByteSet{})});  // defined, never matched nor used
+      chain.memo[key] = std::nullopt;
+      return std::nullopt;
+    }
+    for (Sequence& alternative : alternatives) b_.add_alternative(rule, std::move(alternative));
+    return b_.rule(rule);
   }
 
   GrammarBuilder& b_;
