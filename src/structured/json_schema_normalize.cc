@@ -159,9 +159,9 @@ void SchemaNormalizer::check_keywords(const OrderedJson& schema, const std::stri
       warnings_.push_back(fmt::format("the keyword '{}' at '{}' is not enforced", key, path));
       continue;
     }
-    refuse(path, fmt::format("the keyword '{}' cannot be expressed by a grammar and is refused; "
-                             "remove it, or accept it unenforced with the server option "
-                             "--structured-outputs-unenforced=ignore",
+    refuse(path, fmt::format("the keyword '{}' cannot be expressed by a grammar and is refused "
+                             "(structured outputs would not guarantee it); remove it from the "
+                             "schema and check it on the output instead",
                              key));
   }
 }
