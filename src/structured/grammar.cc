@@ -122,9 +122,6 @@ GrammarBuilder::Sequence GrammarBuilder::repeat(const Sequence& body, int64_t mi
                ErrorCode::kInvalidArgument,
                "repetition bound {} is too large: at most {} is supported", std::max(min, max),
                limits_.max_repetition);
-  // The size counted against max_elements is the expanded one, as if every copy were written
-  // out, so that a huge language is refused the same however compactly it is built.
-  count(expanded_size(body) * static_cast<size_t>(std::max(min, max)));
   Sequence seq = exactly(body, min);
   if (max < 0) {
     seq.push_back(star(body));

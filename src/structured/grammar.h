@@ -84,6 +84,12 @@ class GrammarBuilder {
   // A rule whose alternatives are the given sequences.
   Item choice(std::string name, std::vector<Sequence> alternatives);
 
+  // Elements of `sequence` with every rule written out (its longest alternative; recursion and
+  // saturation make it an estimate). Repetitions are built in logarithmic size; a regex checks
+  // this against max_elements so that a pattern denoting a huge language ((a{5000}){5000}) is
+  // still refused.
+  size_t expanded_size(const Sequence& sequence) const;
+
   const GrammarLimits& limits() const { return limits_; }
   size_t num_elements() const { return num_elements_; }
 
@@ -95,9 +101,6 @@ class GrammarBuilder {
   static constexpr int64_t kRepetitionBlock = 64;
   Sequence exactly(const Sequence& body, int64_t n);
   Sequence at_most(const Sequence& body, int64_t n);
-  // Elements of `sequence` with every rule written out (its longest alternative; recursion and
-  // saturation make it an estimate), the size a repetition is charged.
-  size_t expanded_size(const Sequence& sequence) const;
   void count(size_t n);
 
   GrammarLimits limits_;

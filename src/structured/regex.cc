@@ -139,6 +139,12 @@ class RegexParser {
       } else if (min == 0 && max == 1) {
         atom = {b_.optional(atom)};
       } else {
+        const size_t expanded = b_.expanded_size(atom) * static_cast<size_t>(std::max(min, max));
+        if (expanded > b_.limits().max_elements) {
+          fail(fmt::format("the repetition expands to {} grammar elements, more than {}; use "
+                           "smaller bounds",
+                           expanded, b_.limits().max_elements));
+        }
         try {
           atom = b_.repeat(atom, min, max);
         } catch (const Error& e) {
