@@ -5,6 +5,8 @@ bench/gguf_tokenizer_to_hf.py), driven token by token; an instance is accepted w
 is in the mask and the matcher accepts at the end.
 
   python maskbench_llguidance.py MASKBENCH_DATA_DIR TOKENIZER_JSON [--every N]
+  python maskbench_llguidance.py --accept JSB_DATA_DIR TOKENIZER_JSON
+    (per subset of jsonschemabench's data/: schemas llguidance compiles, compile p50/p99/max)
 
 Needs llguidance and tokenizers (pinned in README).
 """
@@ -26,8 +28,37 @@ def percentile(values, p):
     return values[min(int(p * (len(values) - 1) + 0.5), len(values) - 1)]
 
 
+def accept(data_dir, ll_tokenizer):
+    print("| subset | schemas | accepted | % | compile p50 ms | p99 ms | max ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    total = total_accepted = 0
+    all_ms = []
+    for subset in sorted(p for p in data_dir.iterdir() if p.is_dir()):
+        num = accepted = 0
+        ms = []
+        for path in sorted(subset.glob("*.json")):
+            try:
+                schema = json.loads(path.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            num += 1
+            start = time.monotonic()
+            matcher = llguidance.LLMatcher(ll_tokenizer, json.dumps({"grammars": [{"json_schema": schema}]}))
+            if not matcher.is_error():
+                ms.append((time.monotonic() - start) * 1000)
+                accepted += 1
+        total += num
+        total_accepted += accepted
+        all_ms += ms
+        print(f"| {subset.name} | {num} | {accepted} | {100 * accepted / max(num, 1):.1f} | "
+              f"{percentile(ms, 0.5):.2f} | {percentile(ms, 0.99):.2f} | {max(ms, default=0):.2f} |", flush=True)
+    print(f"| **all** | {total} | {total_accepted} | {100 * total_accepted / max(total, 1):.1f} | "
+          f"{percentile(all_ms, 0.5):.2f} | {percentile(all_ms, 0.99):.2f} | {max(all_ms, default=0):.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--accept", action="store_true")
     parser.add_argument("data_dir", type=pathlib.Path)
     parser.add_argument("tokenizer_json", type=pathlib.Path)
     parser.add_argument("--every", type=int, default=1)
@@ -36,6 +67,9 @@ def main():
     tokenizer = tokenizers.Tokenizer.from_str(text)
     eos = tokenizer.token_to_id("<|eot_id|>")
     ll_tokenizer = llguidance.LLTokenizer(text, eos_token=eos)
+    if args.accept:
+        accept(args.data_dir, ll_tokenizer)
+        return
     mask = allocate_token_bitmask(1, ll_tokenizer.vocab_size)
     files = sorted(args.data_dir.glob("*.json"))
     num_schemas = num_compiled = num_valid = num_invalid = 0

@@ -199,6 +199,7 @@ int run_maskbench(int argc, char** argv) {
       Matcher matcher(grammar);
       bool accepted = true;
       size_t i = 0;
+      std::string why;
       for (; i <= tokens.size(); ++i) {
         const auto step = Clock::now();
         matcher.sync(std::span(tokens).first(i));
@@ -208,6 +209,7 @@ int run_maskbench(int argc, char** argv) {
         const int32_t next = i < tokens.size() ? tokens[i] : end_id;
         if (!allowed(mask, next)) {
           accepted = false;
+          why = matcher.error() + " " + grammar->automaton().limit_error();
           break;
         }
       }
@@ -216,6 +218,7 @@ int run_maskbench(int argc, char** argv) {
         if (wrong.is_open()) {
           wrong << files[f].filename().string() << "\ttest " << t << "\t"
                 << (valid ? "wrong reject at token " + std::to_string(i) : "wrong accept") << "\t"
+                << why << "\t"
                 << python_dumps(test["data"]).substr(0, 300) << "\n";
         }
       }

@@ -659,13 +659,15 @@ class SchemaCompiler {
     const int64_t min = s.contains("minProperties") ? count_keyword(s, "minProperties", path) : 0;
     const int64_t max = s.contains("maxProperties") ? count_keyword(s, "maxProperties", path) : -1;
     if (max >= 0 && max < min) return std::nullopt;
-    ObjectChain chain{members, additional, min, max, max >= 0 ? max : std::max<int64_t>(min, 1), {}};
+    ObjectChain chain{members, additional, min, max, max >= 0 ? max : std::max<int64_t>(min, 1),
+                      {}, {}, {}};
     if (members.size() * static_cast<size_t>(chain.cap + 1) > kMaxObjectStates) {
       fail(path, fmt::format("minProperties / maxProperties of {} over {} properties is more than "
                              "supported",
                              chain.cap, members.size()));
     }
-    std::optional<Item> body = object_tail(chain, 0, 0);
+    std::optional<Item> body =
+        options_.spec_defaults ? unordered_tail(chain, 0, 0) : object_tail(chain, 0, 0);
     if (!body) return std::nullopt;
     Sequence out = b_.literal("{");
     append(out, pieces_.ws());
@@ -695,6 +697,8 @@ class SchemaCompiler {
     int64_t max;  // -1: none
     int64_t cap;
     std::map<std::pair<size_t, int64_t>, std::optional<Item>> memo;
+    std::vector<std::optional<Item>> extras;  // unordered_extras(k), made on first use
+    std::vector<uint32_t> member_rules;       // member_rule(j), UINT32_MAX until made
   };
 
   std::optional<Item> object_tail(ObjectChain& chain, size_t k, int64_t count) {
@@ -735,14 +739,44 @@ class SchemaCompiler {
       if (!m.required) {
         if (auto tail = object_tail(chain, k + 1, count)) alternatives.push_back({*tail});
       }
-      // JSON Schema's defaults: additional members may come between the listed ones.
-      if (options_.spec_defaults && chain.additional && (chain.max < 0 || count < chain.max)) {
-        if (auto tail = object_tail(chain, k, next)) {
-          Sequence with = count > 0 ? pieces_.comma() : Sequence{};
-          append(with, *chain.additional);
-          with.push_back(*tail);
-          alternatives.push_back(std::move(with));
-        }
+    }
+    if (alternatives.empty()) {
+      b_.add_alternative(rule, {b_.bytes(ByteSet{})});  // defined, never matched nor used
+      chain.memo[key] = std::nullopt;
+      return std::nullopt;
+    }
+    for (Sequence& alternative : alternatives) b_.add_alternative(rule, std::move(alternative));
+    return b_.rule(rule);
+  }
+  // JSON Schema does not order members. Under its defaults, listed members may come in any order
+  // relative to the additional ones, and an optional listed member also after later listed ones
+  // (a required one keeps the schema's order). unordered_tail(k, c): the rest when members before
+  // k are written or skipped; an out-of-order member j < k is one of the "extras". Which listed
+  // member comes next is chosen by its key, so the parse is unambiguous.
+  std::optional<Item> unordered_tail(ObjectChain& chain, size_t k, int64_t count) {
+    const auto key = std::make_pair(k, count);
+    if (auto it = chain.memo.find(key); it != chain.memo.end()) return it->second;
+    const uint32_t rule = b_.new_rule("members");
+    chain.memo.emplace(key, b_.rule(rule));
+    const size_t n = chain.members.size();
+    std::vector<Sequence> alternatives;
+    bool rest_optional = true;
+    for (size_t j = k; j < n; ++j) rest_optional = rest_optional && !chain.members[j].required;
+    if (rest_optional && count >= std::min(chain.min, chain.cap)) alternatives.push_back({});
+    const int64_t next = chain.max >= 0 ? count + 1 : std::min(count + 1, chain.cap);
+    auto then = [&](Item what, std::optional<Item> tail) {
+      if (!tail) return;
+      Sequence with = count > 0 ? pieces_.comma() : Sequence{};
+      with.push_back(what);
+      with.push_back(*tail);
+      alternatives.push_back(std::move(with));
+    };
+    if (chain.max < 0 || count < chain.max) {
+      if (std::optional<Item> extras = unordered_extras(chain, k)) then(*extras, unordered_tail(chain, k, next));
+      for (size_t j = k; j < n; ++j) {
+        const Member& m = chain.members[j];
+        if (m.key_value) then(member_rule(chain, j), unordered_tail(chain, j + 1, next));
+        if (m.required) break;  // it cannot be skipped
       }
     }
     if (alternatives.empty()) {
@@ -753,6 +787,33 @@ class SchemaCompiler {
     for (Sequence& alternative : alternatives) b_.add_alternative(rule, std::move(alternative));
     return b_.rule(rule);
   }
+
+  Item member_rule(ObjectChain& chain, size_t j) {
+    if (chain.member_rules.empty()) chain.member_rules.resize(chain.members.size(), UINT32_MAX);
+    if (chain.member_rules[j] == UINT32_MAX) {
+      chain.member_rules[j] = b_.new_rule("member");
+      b_.add_alternative(chain.member_rules[j], *chain.members[j].key_value);
+    }
+    return b_.rule(chain.member_rules[j]);
+  }
+
+  // The members that may come before listed member k: additional ones, and the optional listed
+  // members before k.
+  std::optional<Item> unordered_extras(ObjectChain& chain, size_t k) {
+    if (chain.extras.empty()) {
+      chain.extras.resize(chain.members.size() + 1);
+      if (chain.additional) chain.extras[0] = b_.choice("extra", {*chain.additional});
+      for (size_t j = 0; j < chain.members.size(); ++j) {
+        const Member& m = chain.members[j];
+        std::vector<Sequence> forms;
+        if (chain.extras[j]) forms.push_back({*chain.extras[j]});
+        if (!m.required && m.key_value) forms.push_back({member_rule(chain, j)});
+        if (!forms.empty()) chain.extras[j + 1] = b_.choice("extra", std::move(forms));
+      }
+    }
+    return chain.extras[k];
+  }
+
 
   GrammarBuilder& b_;
   const json& root_;

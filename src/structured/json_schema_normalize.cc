@@ -296,11 +296,12 @@ SchemaNormalizer::Alternatives SchemaNormalizer::cross(const Alternatives& left,
         out.push_back(l);
       } else if (is_pure_ref(*l) || is_pure_ref(*r)) {
         // Intersecting with a reference: inline its target (one level; deeper references stay).
-        const OrderedJson& ref = is_pure_ref(*l) ? *l : *r;
-        const OrderedJson* other = is_pure_ref(*l) ? r : l;
-        const std::string target = ref.at("$ref").get<std::string>();
-        for (const OrderedJson* o :
-             cross({other}, expand(resolve(target, path), target, depth + 1), path, depth + 1)) {
+        // The left side's members stay first (allOf order is the order members are written).
+        const bool left_is_ref = is_pure_ref(*l);
+        const std::string target = (left_is_ref ? *l : *r).at("$ref").get<std::string>();
+        const Alternatives inlined = expand(resolve(target, path), path_of(target, path), depth + 1);
+        for (const OrderedJson* o : left_is_ref ? cross(inlined, {r}, path, depth + 1)
+                                                : cross({l}, inlined, path, depth + 1)) {
           out.push_back(o);
         }
       } else if (auto merged = merge(*l, *r, path)) {
