@@ -174,6 +174,13 @@ TEST(JsonSchemaKeywords, ObjectKeywords) {
             "additionalProperties": {"type": "string"}})",
          {R"({"id": 1, "idx": "a"})", R"({"i": "a", "": "b"})", R"({"n\"": "a", "né": "b"})"},
          {R"({"idx": "a", "id": "s"})", R"({"id": 1, "id": "s"})", R"({"n\"é": "s"})"}});
+  // JSON Schema's own defaults: optional members in any order, extras anywhere, each with its
+  // own schema.
+  check({R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+            "c": {"type": "string"}}, "required": ["a"]})",
+         {R"({"a": 1, "c": "x", "b": 2})", R"({"x": null, "a": 1, "y": [], "c": "s"})", R"({"a": 1})"},
+         {R"({"c": "x"})", R"({"a": 1, "c": 2})", R"({"x": 0, "a": 1, "c": "s", "b": "s"})"},
+         /*spec_defaults=*/true});
   // JSON Schema's own defaults: additional properties allowed, required ones not listed.
   check({R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]})",
          {R"({"a": 1, "b": [true]})", R"({"b": 0})"},
