@@ -22,6 +22,7 @@ JsonPieces::Sequence JsonPieces::ws() {
   }
   return {b_.rule(ws_)};
 }
+
 JsonPieces::Sequence JsonPieces::comma() {
   Sequence s = ws();
   const Sequence lit = b_.literal(any_whitespace_ ? "," : ", ");
@@ -30,6 +31,7 @@ JsonPieces::Sequence JsonPieces::comma() {
   s.insert(s.end(), after.begin(), after.end());
   return s;
 }
+
 JsonPieces::Sequence JsonPieces::colon() {
   Sequence s = ws();
   const Sequence lit = b_.literal(any_whitespace_ ? ":" : ": ");
@@ -56,6 +58,7 @@ JsonPieces::Item JsonPieces::string_char() {
   }
   return b_.rule(char_);
 }
+
 uint32_t JsonPieces::string_rule() {
   if (string_ == UINT32_MAX) {
     string_ = b_.new_rule("json_string");
@@ -66,6 +69,7 @@ uint32_t JsonPieces::string_rule() {
   }
   return string_;
 }
+
 JsonPieces::Sequence JsonPieces::integer_body() {
   ByteSet digits;
   for (char c = '0'; c <= '9'; ++c) digits.set(static_cast<uint8_t>(c));
@@ -77,6 +81,7 @@ JsonPieces::Sequence JsonPieces::integer_body() {
   s.push_back(b_.choice("json_int_digits", {b_.literal("0"), many}));
   return s;
 }
+
 uint32_t JsonPieces::integer_rule() {
   if (integer_ == UINT32_MAX) {
     integer_ = b_.new_rule("json_integer");
@@ -84,6 +89,7 @@ uint32_t JsonPieces::integer_rule() {
   }
   return integer_;
 }
+
 uint32_t JsonPieces::number_rule() {
   if (number_ == UINT32_MAX) {
     number_ = b_.new_rule("json_number");
@@ -107,6 +113,7 @@ uint32_t JsonPieces::number_rule() {
   }
   return number_;
 }
+
 uint32_t JsonPieces::value_rule() {
   if (value_ == UINT32_MAX) {
     value_ = b_.new_rule("json_value");
@@ -118,6 +125,7 @@ uint32_t JsonPieces::value_rule() {
   }
   return value_;
 }
+
 uint32_t JsonPieces::object_any_rule() {
   if (object_any_ == UINT32_MAX) {
     object_any_ = b_.new_rule("json_object");
@@ -126,6 +134,7 @@ uint32_t JsonPieces::object_any_rule() {
   }
   return object_any_;
 }
+
 JsonPieces::Sequence JsonPieces::object_of(const Sequence& value) {
   Sequence member = {b_.rule(string_rule())};
   append(member, colon());
@@ -141,6 +150,7 @@ JsonPieces::Sequence JsonPieces::object_of(const Sequence& value) {
   append(s, b_.literal("}"));
   return s;
 }
+
 uint32_t JsonPieces::array_any_rule() {
   if (array_any_ == UINT32_MAX) {
     array_any_ = b_.new_rule("json_array");
@@ -148,6 +158,7 @@ uint32_t JsonPieces::array_any_rule() {
   }
   return array_any_;
 }
+
 JsonPieces::Sequence JsonPieces::array_of(const Sequence& item, int64_t min, int64_t max) {
   Sequence s = b_.literal("[");
   append(s, ws());
