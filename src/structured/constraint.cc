@@ -10,7 +10,8 @@
 namespace vellum::structured {
 
 std::string ConstraintSpec::cache_key() const {
-  std::string key = std::to_string(static_cast<int>(kind)) + (any_whitespace ? "w" : "c") + ":";
+  std::string key = std::to_string(static_cast<int>(kind)) + (any_whitespace ? "w" : "c") +
+                    (spec_defaults ? "s" : "") + (ignore_unenforceable ? "i" : "") + ":";
   if (kind == ConstraintKind::kChoice) {
     for (const std::string& c : choices) key += std::to_string(c.size()) + ":" + c;
   } else {
@@ -19,9 +20,11 @@ std::string ConstraintSpec::cache_key() const {
   return key;
 }
 
-Grammar compile_constraint(const ConstraintSpec& spec, const GrammarLimits& limits) {
+Grammar compile_constraint(const ConstraintSpec& spec, const GrammarLimits& limits,
+                           std::vector<std::string>* warnings) {
   GrammarBuilder b(limits);
-  const JsonGrammarOptions json_options{spec.any_whitespace};
+  const JsonGrammarOptions json_options{spec.any_whitespace, spec.spec_defaults,
+                                        spec.ignore_unenforceable, warnings};
   switch (spec.kind) {
     case ConstraintKind::kJsonSchema: {
       nlohmann::ordered_json schema;

@@ -22,13 +22,17 @@ struct ConstraintSpec {
   std::string text;                  // kJsonSchema: the schema as JSON; kRegex; kGrammar (GBNF)
   std::vector<std::string> choices;  // kChoice
   bool any_whitespace = true;        // JSON kinds: see JsonGrammarOptions
+  bool spec_defaults = false;        // kJsonSchema: see JsonGrammarOptions
+  bool ignore_unenforceable = false; // kJsonSchema: see JsonGrammarOptions
   // A stable key for caching.
   std::string cache_key() const;
 };
 
 // Throws vellum::Error (kInvalidArgument) naming the problem (bad JSON, an unsupported keyword,
 // a regex or grammar syntax error, a limit exceeded).
-Grammar compile_constraint(const ConstraintSpec& spec, const GrammarLimits& limits = {});
+// `warnings` (may be null) receives the keywords accepted without being enforced.
+Grammar compile_constraint(const ConstraintSpec& spec, const GrammarLimits& limits = {},
+                           std::vector<std::string>* warnings = nullptr);
 
 class GrammarCache {
  public:

@@ -19,12 +19,23 @@ void GrammarBuilder::count(size_t n) {
 uint32_t GrammarBuilder::new_rule(std::string name) {
   names_.push_back(std::move(name));
   alternatives_.emplace_back();
+  expanded_sizes_.push_back(1);
   return static_cast<uint32_t>(names_.size() - 1);
 }
 
 void GrammarBuilder::add_alternative(uint32_t rule, Sequence sequence) {
   count(sequence.size() + 1);
+  expanded_sizes_[rule] = std::max(expanded_sizes_[rule], expanded_size(sequence));
   alternatives_[rule].push_back(std::move(sequence));
+}
+
+size_t GrammarBuilder::expanded_size(const Sequence& sequence) const {
+  size_t size = 0;
+  for (const Item& item : sequence) {
+    size += item.is_rule ? expanded_sizes_[item.id] : 1;
+    size = std::min(size, limits_.max_elements + 1);  // saturate: only the comparison matters
+  }
+  return size;
 }
 
 GrammarBuilder::Item GrammarBuilder::bytes(const ByteSet& set) {
@@ -111,24 +122,53 @@ GrammarBuilder::Sequence GrammarBuilder::repeat(const Sequence& body, int64_t mi
                ErrorCode::kInvalidArgument,
                "repetition bound {} is too large: at most {} is supported", std::max(min, max),
                limits_.max_repetition);
-  Sequence seq;
-  for (int64_t i = 0; i < min; ++i) {
-    count(body.size());
-    seq.insert(seq.end(), body.begin(), body.end());
-  }
+  Sequence seq = exactly(body, min);
   if (max < 0) {
     seq.push_back(star(body));
   } else if (max > min) {
+    const Sequence rest = at_most(body, max - min);
+    seq.insert(seq.end(), rest.begin(), rest.end());
+  }
+  return seq;
+}
+
+GrammarBuilder::Sequence GrammarBuilder::exactly(const Sequence& body, int64_t n) {
+  Sequence seq;
+  if (n > kRepetitionBlock) {
+    // Blocks of kRepetitionBlock copies, themselves repeated: the size grows with log(n).
+    const uint32_t block = new_rule("repeat_block");
+    add_alternative(block, exactly(body, kRepetitionBlock));
+    seq = exactly({rule(block)}, n / kRepetitionBlock);
+    n %= kRepetitionBlock;
+  }
+  for (int64_t i = 0; i < n; ++i) seq.insert(seq.end(), body.begin(), body.end());
+  return seq;
+}
+
+GrammarBuilder::Sequence GrammarBuilder::at_most(const Sequence& body, int64_t n) {
+  if (n == 0) return {};
+  if (n <= kRepetitionBlock) {
     // (body (body (...)?)?)? as a chain of rules, each a tail call of the previous one.
     Item tail = optional(body);
-    for (int64_t i = min + 1; i < max; ++i) {
+    for (int64_t i = 1; i < n; ++i) {
       Sequence next = body;
       next.push_back(tail);
       tail = optional(next);
     }
-    seq.push_back(tail);
+    return {tail};
   }
-  return seq;
+  // Fewer than q whole blocks and then fewer than a block, or q blocks and then at most the
+  // remainder: every count from 0 to n in one way, in a size that grows with log(n).
+  const int64_t num_blocks = n / kRepetitionBlock;
+  const uint32_t block = new_rule("repeat_block");
+  add_alternative(block, exactly(body, kRepetitionBlock));
+  Sequence fewer = at_most({rule(block)}, num_blocks - 1);
+  const Sequence partial = at_most(body, kRepetitionBlock - 1);
+  fewer.insert(fewer.end(), partial.begin(), partial.end());
+  Sequence all = exactly({rule(block)}, num_blocks);
+  const Sequence remainder = at_most(body, n % kRepetitionBlock);
+  all.insert(all.end(), remainder.begin(), remainder.end());
+  return {choice("repeat_at_most", {std::move(fewer), std::move(all)})};
 }
 
 GrammarBuilder::Item GrammarBuilder::choice(std::string name, std::vector<Sequence> alternatives) {

@@ -24,7 +24,7 @@ using ByteSet = std::bitset<256>;
 // message instead of taking unbounded time or memory.
 struct GrammarLimits {
   size_t max_elements = 1u << 20;       // grammar size after repetition counts are expanded
-  int64_t max_repetition = 10000;       // the largest {m,n} / maxLength / maxItems bound
+  int64_t max_repetition = 1 << 19;     // the largest {m,n} / maxLength / maxItems bound
   int max_nesting = 128;                // schema / regex / grammar nesting depth
   size_t max_stacks_per_state = 4096;   // parse stacks alive at once (ambiguity)
   size_t max_closure_steps = 1u << 16;  // work to expand one byte's successors
@@ -84,6 +84,12 @@ class GrammarBuilder {
   // A rule whose alternatives are the given sequences.
   Item choice(std::string name, std::vector<Sequence> alternatives);
 
+  // Elements of `sequence` with every rule written out (its longest alternative; recursion and
+  // saturation make it an estimate). Repetitions are built in logarithmic size; a regex checks
+  // this against max_elements so that a pattern denoting a huge language ((a{5000}){5000}) is
+  // still refused.
+  size_t expanded_size(const Sequence& sequence) const;
+
   const GrammarLimits& limits() const { return limits_; }
   size_t num_elements() const { return num_elements_; }
 
@@ -91,12 +97,17 @@ class GrammarBuilder {
   Grammar build(uint32_t root) const;
 
  private:
+  // Repetitions beyond this many copies are built from blocks of it (size ~ log of the count).
+  static constexpr int64_t kRepetitionBlock = 64;
+  Sequence exactly(const Sequence& body, int64_t n);
+  Sequence at_most(const Sequence& body, int64_t n);
   void count(size_t n);
 
   GrammarLimits limits_;
   std::vector<std::string> names_;
   std::vector<std::vector<Sequence>> alternatives_;
   std::vector<ByteSet> byte_sets_;
+  std::vector<size_t> expanded_sizes_;  // [rule]
   size_t num_elements_ = 0;
 };
 

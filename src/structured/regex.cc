@@ -86,6 +86,8 @@ class RegexParser {
     alternatives.push_back(parse_concat(depth));
     while (peek('|')) {
       ++pos_;
+      // Each top-level alternative may be anchored on its own (^a$|^b$): the match is whole.
+      if (depth == 0 && peek('^')) ++pos_;
       alternatives.push_back(parse_concat(depth));
     }
     if (alternatives.size() == 1) return std::move(alternatives[0]);
@@ -95,7 +97,9 @@ class RegexParser {
   Sequence parse_concat(int depth) {
     Sequence seq;
     while (!at_end() && !peek('|') && !peek(')')) {
-      if (peek('$') && pos_ + 1 == text_.size()) {
+      const bool ends_alternative =
+          pos_ + 1 == text_.size() || (depth == 0 && text_[pos_ + 1] == '|');
+      if (peek('$') && ends_alternative) {
         ++pos_;
         break;
       }
@@ -135,6 +139,12 @@ class RegexParser {
       } else if (min == 0 && max == 1) {
         atom = {b_.optional(atom)};
       } else {
+        const size_t expanded = b_.expanded_size(atom) * static_cast<size_t>(std::max(min, max));
+        if (expanded > b_.limits().max_elements) {
+          fail(fmt::format("the repetition expands to {} grammar elements, more than {}; use "
+                           "smaller bounds",
+                           expanded, b_.limits().max_elements));
+        }
         try {
           atom = b_.repeat(atom, min, max);
         } catch (const Error& e) {

@@ -240,9 +240,9 @@ TEST(EngineStructured, ReasoningEndsBeforeTheConstraintStarts) {
 TEST(EngineStructured, BadConstraintsAreRequestErrorsNamingTheProblem) {
   VELLUM_REQUIRE_MODEL_FILE(model_path, "llama-2-tiny-random.gguf");
   auto engine = LLMEngine::create(testing::tiny_engine_config(model_path));
-  auto error = engine->add_request("a", "x", constrained(json_schema(R"({"type": "integer", "minimum": 1})"), 0));
+  auto error = engine->add_request("a", "x", constrained(json_schema(R"({"type": "array", "uniqueItems": true})"), 0));
   ASSERT_TRUE(error);
-  EXPECT_NE(error->find("'minimum'"), std::string::npos) << *error;
+  EXPECT_NE(error->find("'uniqueItems'"), std::string::npos) << *error;
   StructuredOutputsParams bad_regex;
   bad_regex.regex = "(a";
   error = engine->add_request("b", "x", constrained(bad_regex, 0));

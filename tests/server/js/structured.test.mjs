@@ -126,7 +126,7 @@ describe('response_format', () => {
 
   it('bad schemas, regexes and grammars are 400s naming the problem; pathological ones too', async () => {
     const cases = [
-      [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 3 } } } }, /'minimum'/],
+      [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } } }, /'uniqueItems'/],
       [{ structured_outputs: { regex: '(a' } }, /missing '\)'/],
       [{ structured_outputs: { regex: 'a{1000000}' } }, /too large/],
       [{ structured_outputs: { grammar: 'root ::= root "a" | "b"' } }, /left-recursive/],
