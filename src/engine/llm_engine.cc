@@ -235,6 +235,9 @@ class LLMEngineImpl final : public LLMEngine {
   std::optional<jinja::ChatTemplate> chat_template_;
   std::string chat_template_error_;
   EngineConfig config_;
+  // With --seed: the source of the seeds of requests that bring none (vLLM seeds its global
+  // generator with it), so a server answers the same requests in the same order alike.
+  std::optional<sampling::Generator> request_seeds_;
   // The process groups (a single process unless launched by mpirun); outlive the model.
   engine::ParallelGroups groups_;
   engine::LoadedModel loaded_;
@@ -384,6 +387,9 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   // A helper thread beside the compute threads only where a CPU is left for it: on a busy core
   // it would stall the forward pass's barriers.
   overlap_masks_ = omp_get_max_threads() < cpu::cpu_info().num_logical_cpus;
+  if (config.model.seed.has_value()) {
+    request_seeds_.emplace(static_cast<uint64_t>(*config.model.seed));
+  }
   const model::Model& model = *loaded_.model;
   VELLUM_CHECK(tokenizer_ == nullptr || tokenizer_->vocab_size() <= model.config().vocab_size,
                ErrorCode::kInvalidModel,
@@ -545,6 +551,9 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   SamplingParams params = raw_params;
   if (auto error = params.validate()) return error->message;
   params.normalize();
+  if (request_seeds_ && (!params.seed.has_value() || *params.seed == -1)) {
+    params.seed = static_cast<int64_t>(request_seeds_->next_u64() >> 1);
+  }
   if (!tokenizer_ && (!params.bad_words.empty() || !params.stop.empty())) {
     return std::string("stop strings and bad_words need a tokenizer, but ") +
            kNoTokenizerMessage;

@@ -415,6 +415,29 @@ Parsed<CompletionRequest> parse_completion_request(const std::string& body,
   });
 }
 
+// kv_transfer_params: only prompt_token_ids, the ids a prefill server rendered; the other keys
+// steer a KV connector (disaggregated prefill), which Vellum does not have.
+std::optional<std::vector<int32_t>> parse_kv_transfer_params(const Fields& f) {
+  const ordered_json* params = f.find("kv_transfer_params");
+  if (params == nullptr) return std::nullopt;
+  if (!params->is_object()) fail_type("kv_transfer_params", "an object");
+  std::optional<std::vector<int32_t>> ids;
+  for (const auto& [key, value] : params->items()) {
+    const std::string name = "kv_transfer_params." + key;
+    if (key != "prompt_token_ids") {
+      fail_value(fmt::format("{} is not supported: Vellum has no KV connector (disaggregated "
+                             "prefill); only prompt_token_ids is",
+                             name),
+                 name);
+    }
+    if (value.is_null()) continue;
+    if (!value.is_array() || value.empty()) fail_type(name, "a non-empty list of token ids");
+    ids.emplace();
+    for (const auto& id : value) ids->push_back(as_token_id(id, name));
+  }
+  return ids;
+}
+
 Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& body,
                                                             const SamplingParams& defaults) {
   return parse_generation_with<ChatCompletionRequest>(
@@ -445,6 +468,7 @@ Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& b
       }
     }
     if (r.logprobs) p.logprobs = r.top_logprobs.value_or(0);
+    r.forwarded_prompt_token_ids = parse_kv_transfer_params(f);
   });
 }
 
