@@ -109,8 +109,9 @@ std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
                                                   ? json()
                                                   : json(request_.echo_text))},
                  {"reasoning", parts.reasoning ? json(*parts.reasoning) : json()},
-                 {"reasoning_content", parts.reasoning ? json(*parts.reasoning) : json()},
-                 {"tool_calls", tool_calls_json(parts.tool_calls, false)}};
+                 {"reasoning_content", parts.reasoning ? json(*parts.reasoning) : json()}};
+    // vLLM leaves the field out when there are no calls.
+    if (!parts.tool_calls.empty()) message["tool_calls"] = tool_calls_json(parts.tool_calls, false);
     // vLLM: "tool_calls" when auto parsing found calls, or a "required" reply completed.
     const bool tool_finish =
         parts.tools_called && (output_options_.tool_mode == "auto" || output.finish_reason == "stop");

@@ -236,6 +236,28 @@ TEST_F(VllmParityTest, ForwardedPromptTokenIdsAreUsedAsGiven) {
   EXPECT_EQ(refused["error"]["param"], "kv_transfer_params.do_remote_prefill");
 }
 
+TEST_F(VllmParityTest, ARequiredToolCallCutByMaxTokensHasNoCallsAndNoContent) {
+  const json tools = {{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}}}}},
+                           {"required", {"city"}}}}}}}};
+  const json body = post_json("/v1/chat/completions",
+                              {{"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
+                               {"chat_template", kChatTemplate},
+                               {"tools", tools},
+                               {"tool_choice", "required"},
+                               {"max_completion_tokens", 1},
+                               {"temperature", 0}});
+  ASSERT_EQ(body["__status"], 200) << body.dump();
+  const json& choice = body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_FALSE(choice["message"].contains("tool_calls")) << body.dump();
+  EXPECT_EQ(choice["message"]["content"], "") << body.dump();
+}
+
 TEST_F(VllmParityTest, ResponsesUnstreamedStoredAndContinued) {
   const json first = post_json("/v1/responses", {{"input", "Tell a story"},
                                                  {"instructions", "Be brief."},
