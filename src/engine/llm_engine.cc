@@ -185,6 +185,10 @@ class LLMEngineImpl final : public LLMEngine {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
     tokenizer::DecodeOptions options;
     options.skip_special_tokens = skip_special_tokens;
+    // A Hugging Face fast tokenizer's decode (what vLLM's /detokenize and echo call) puts no space
+    // beside special tokens; only the streamed output text follows the request's
+    // spaces_between_special_tokens.
+    options.spaces_between_special_tokens = false;
     const tokenizer::Tokenizer& tok = require_tokenizer();
     // Ids past the tokenizer's vocabulary but inside the model's (padded embedding rows of HF
     // checkpoints, e.g. Qwen's 151936 rows for 151665 tokens) have no text.

@@ -1,6 +1,7 @@
 #include "server/openai_protocol.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -150,18 +151,31 @@ ordered_json parse_body(const std::string& body) {
 
 std::map<int32_t, float> parse_logit_bias(const ordered_json& bias) {
   std::map<int32_t, float> out;
+  // Every bad key is named at once (vLLM), so a client fixes them in one go.
+  std::vector<std::string> bad_keys;
   for (const auto& [key, value] : bias.items()) {
     int64_t id = 0;
     const char* end = key.data() + key.size();
     const auto [ptr, ec] = std::from_chars(key.data(), end, id);
     if (ec != std::errc() || ptr != end || key.empty() ||
         id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
-      fail_type("logit_bias", "an object mapping token ids to numbers");
+      bad_keys.push_back("'" + key + "'");
+      continue;
     }
-    if (!value.is_number()) fail_type("logit_bias", "an object mapping token ids to numbers");
+    if (!value.is_number()) {
+      fail_value(fmt::format("logit_bias: the bias of token {} must be a number, got {}", key,
+                             value.dump()),
+                 "logit_bias");
+    }
     // The API clamps each bias to [-100, 100] (vLLM's to_sampling_params).
     out[static_cast<int32_t>(id)] =
         static_cast<float>(std::clamp(value.get<double>(), -100.0, 100.0));
+  }
+  if (!bad_keys.empty()) {
+    fail_value(fmt::format("logit_bias keys must be token ids (integers as strings); not token "
+                           "ids: {}",
+                           fmt::join(bad_keys, ", ")),
+               "logit_bias");
   }
   return out;
 }
