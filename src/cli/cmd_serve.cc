@@ -36,6 +36,7 @@ struct ServeOptions {
   // has one grammar engine of its own; the names are accepted so vLLM command lines run, and the
   // startup log says which engine serves them.
   std::string structured_outputs_backend = "auto";
+  bool enable_prompt_tokens_details = false;  // always on; the flag exists for vLLM's command lines
   EngineConfig config;
   EngineOptionStrings strings;
 };
@@ -229,6 +230,9 @@ CommandRunner add_serve_command(CLI::App& app) {
   cmd->add_flag("--return-tokens-as-token-ids", o->server.return_tokens_as_token_ids,
                 "Logprob tokens as \"token_id:<id>\" by default (the request field of that "
                 "name)");
+  cmd->add_flag("--enable-prompt-tokens-details", o->enable_prompt_tokens_details,
+                "Usage carries prompt_tokens_details (cached tokens); always on in Vellum, the "
+                "flag exists for vLLM's command lines");
   cmd->add_option("--structured-outputs-config.backend", o->structured_outputs_backend,
                   "vLLM's structured-output backend names (auto, xgrammar, guidance, outlines, "
                   "lm-format-enforcer) are accepted; Vellum's own grammar engine serves them all")

@@ -226,6 +226,20 @@ void parse_generation_fields(const Fields& f, GenerationRequest& r) {
     }
     p.truncate_prompt_tokens = *truncate;
   }
+  if (auto side = f.string("truncation_side")) {
+    if (*side != "left" && *side != "right") {
+      fail_value(fmt::format("truncation_side must be \"left\" or \"right\", got \"{}\"", *side),
+                 "truncation_side");
+    }
+    r.truncate_from_right = *side == "right";
+  }
+  // vLLM's logprobs of named tokens: not computed by Vellum's sampler yet; refused rather than
+  // answered without them.
+  if (f.has("logprob_token_ids")) {
+    fail_value("logprob_token_ids is not supported: ask for top logprobs (logprobs / "
+               "top_logprobs) instead",
+               "logprob_token_ids");
+  }
   set_if(f.boolean("use_beam_search"), p.use_beam_search);
   set_if(f.number("length_penalty"), p.length_penalty);
 

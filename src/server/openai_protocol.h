@@ -47,6 +47,8 @@ struct GenerationRequest {
   bool add_special_tokens = true;
   bool return_token_ids = false;
   bool return_tokens_as_token_ids = false;
+  // truncation_side "right": truncate_prompt_tokens keeps the first tokens (default: the last).
+  bool truncate_from_right = false;
 };
 
 // POST /v1/completions

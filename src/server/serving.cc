@@ -51,7 +51,8 @@ std::string random_id() {
 std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine,
                                                          const Prompt& prompt,
                                                          const SamplingParams& params,
-                                                         bool add_special, bool parse_special) {
+                                                         bool add_special, bool parse_special,
+                                                         bool truncate_from_right) {
   EngineInput input;
   const int64_t vocab_size = engine.vocab_size();
   const int64_t max_model_len = engine.max_model_len();
@@ -84,7 +85,9 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
           "truncate_prompt_tokens");
     }
     const auto size = static_cast<int64_t>(input.token_ids.size());
-    if (keep >= 0 && size > keep) {
+    if (keep >= 0 && size > keep && truncate_from_right) {
+      input.token_ids.resize(static_cast<size_t>(keep));
+    } else if (keep >= 0 && size > keep) {
       input.token_ids.erase(input.token_ids.begin(), input.token_ids.begin() + (size - keep));
     }
   }
@@ -113,7 +116,7 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
     return ApiError::bad_request(error->message, error->param);
   }
   if (auto error = input.params.validate_for_model(
-          SamplingModelLimits{vocab_size, kDefaultMaxLogprobs})) {
+          SamplingModelLimits{vocab_size, engine.config().model.max_logprobs})) {
     return ApiError::bad_request(error->message, error->param);
   }
   if (input.params.structured_outputs.has_value()) {

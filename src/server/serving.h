@@ -87,7 +87,8 @@ struct EngineInput {
 std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine,
                                                          const Prompt& prompt,
                                                          const SamplingParams& params,
-                                                         bool add_special, bool parse_special);
+                                                         bool add_special, bool parse_special,
+                                                         bool truncate_from_right = false);
 
 // Structured outputs under --reasoning-parser: the constraint starts after the reasoning, at the
 // first "</think>" of the output (or at once when the prompt holds one), as vLLM's reasoner does,

@@ -63,7 +63,8 @@ std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingCon
   ChatCompletionRequest& r = run->request_;
   constrain_after_reasoning(engine, context.chat_parsers.reasoning_parser, r.params);
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
-  auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, true);
+  auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, true,
+                                    r.truncate_from_right);
   if (auto* error = std::get_if<ApiError>(&input)) return *error;
   run->input_ = std::move(std::get<EngineInput>(input));
   run->header_ = ResponseHeader{"chatcmpl-" + r.request_id.value_or(random_id()),
@@ -122,7 +123,7 @@ std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
                                   : output.finish_reason ? json(*output.finish_reason)
                                                          : json()},
                 {"stop_reason", stop_reason_json(output)}};
-    if (request_.return_token_ids) choice["token_ids"] = output.token_ids;
+    choice["token_ids"] = request_.return_token_ids ? json(output.token_ids) : json();
     choices.push_back(std::move(choice));
     usage.completion_tokens += static_cast<int64_t>(output.token_ids.size());
   }

@@ -50,7 +50,8 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
   constrain_after_reasoning(engine, context.chat_parsers.reasoning_parser, r.params);
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   for (const Prompt& prompt : r.prompts) {
-    auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, false);
+    auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, false,
+                                      r.truncate_from_right);
     if (auto* error = std::get_if<ApiError>(&input)) return *error;
     EngineInput& ready = std::get<EngineInput>(input);
     // Only echo shows the prompt as text: decode token-id prompts for it alone.
@@ -118,10 +119,9 @@ std::variant<json, ApiError> CompletionRun::collect(const PeerGoneFn& peer_gone)
       if (out.prompt_logprobs) {
         choice["prompt_logprobs"] = prompt_logprobs_json(*out.prompt_logprobs, token_text_);
       }
-      if (r.return_token_ids) {
-        choice["prompt_token_ids"] = out.prompt_token_ids;
-        choice["token_ids"] = output.token_ids;
-      }
+      // vLLM sends both fields, null unless return_token_ids asks for the ids.
+      choice["prompt_token_ids"] = r.return_token_ids ? json(out.prompt_token_ids) : json();
+      choice["token_ids"] = r.return_token_ids ? json(output.token_ids) : json();
       choices.push_back(std::move(choice));
       usage.completion_tokens += static_cast<int64_t>(output.token_ids.size());
     }

@@ -316,6 +316,11 @@ std::variant<std::unique_ptr<ResponsesRun>, ApiError> ResponsesRun::start(
           unsupported);
     }
   }
+  if (request.value("enable_response_messages", false)) {
+    return ApiError::bad_request("enable_response_messages is not supported: the prompt's and "
+                                 "reply's raw tokens are not returned",
+                                 "enable_response_messages");
+  }
   if (request.contains("truncation") && request["truncation"] != "disabled") {
     return ApiError::bad_request("truncation must be \"disabled\": prompts longer than the "
                                  "context are refused, not cut",

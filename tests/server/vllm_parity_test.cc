@@ -258,6 +258,25 @@ TEST_F(VllmParityTest, ARequiredToolCallCutByMaxTokensHasNoCallsAndNoContent) {
   EXPECT_EQ(choice["message"]["content"], "") << body.dump();
 }
 
+TEST_F(VllmParityTest, TruncationSideRightKeepsTheFirstTokens) {
+  const std::vector<int> ids = {1, 400, 401, 402, 403, 404};
+  for (const auto& [side, expected] : {std::pair<std::string, std::vector<int>>{"right", {1, 400, 401}},
+                                       std::pair<std::string, std::vector<int>>{"left", {402, 403, 404}}}) {
+    const json body = post_json("/v1/completions", {{"prompt", ids},
+                                                     {"max_tokens", 1},
+                                                     {"truncate_prompt_tokens", 3},
+                                                     {"truncation_side", side},
+                                                     {"return_token_ids", true}});
+    ASSERT_EQ(body["__status"], 200) << body.dump();
+    EXPECT_EQ(body["choices"][0]["prompt_token_ids"], json(expected)) << side;
+  }
+  const json refused = post_json("/v1/completions", {{"prompt", "x"},
+                                                     {"logprobs", 1},
+                                                     {"logprob_token_ids", {5}}});
+  EXPECT_EQ(refused["__status"], 400) << refused.dump();
+  EXPECT_EQ(refused["error"]["param"], "logprob_token_ids");
+}
+
 TEST_F(VllmParityTest, ResponsesUnstreamedStoredAndContinued) {
   const json first = post_json("/v1/responses", {{"input", "Tell a story"},
                                                  {"instructions", "Be brief."},

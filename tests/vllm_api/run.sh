@@ -65,6 +65,7 @@ else
   mapfile -t files < <(grep -v '^\s*\(#\|$\)' "$here/files.txt")
 fi
 cd "$tree"
+rm -f "$work"/junit-*.xml  # the report covers this run's files only
 status=0
 for file in "${files[@]}"; do
   name="${file//\//_}"
