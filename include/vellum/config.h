@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace vellum {
@@ -21,7 +22,7 @@ struct ModelConfig {
   // auto: sampling defaults from the model directory's generation_config.json (vLLM's default);
   // vllm: Vellum's own defaults; or a directory holding a generation_config.json
   std::string generation_config = "auto";
-  std::string dtype = "auto";    // auto | bfloat16 | float32  (--dtype)
+  std::string dtype = "auto";    // auto | bfloat16 | float16 | float32  (--dtype)
   int64_t max_model_len = 0;     // 0: the model's context length  (--max-model-len)
   std::string chat_template;     // path to a Jinja file overriding the model's (--chat-template)
   std::string served_model_name; // name reported by the API; empty: derived from the file name
@@ -33,6 +34,9 @@ struct ModelConfig {
   // The most logprobs or prompt_logprobs a request may ask for; -1: the whole vocabulary
   // (vLLM's --max-logprobs). Fidelity tests raise it to score arbitrary tokens.
   int64_t max_logprobs = 20;
+  // Seeds the random generators of requests that bring no seed of their own (vLLM's --seed), so
+  // the same requests in the same order sample alike; none: each such request is seeded at random.
+  std::optional<int64_t> seed;
 };
 
 struct CacheConfig {

@@ -93,6 +93,7 @@ class LLMEngine {
   // Tokenizer access for front ends.
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special = true,
                                       bool parse_special = false) const = 0;
+  // As a Hugging Face fast tokenizer decodes: no spaces added beside special tokens.
   virtual std::string decode(const std::vector<int32_t>& ids,
                              bool skip_special_tokens = true) const = 0;
   virtual int64_t max_model_len() const = 0;

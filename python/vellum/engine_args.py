@@ -35,7 +35,7 @@ class EngineArgs:
     trust_remote_code: bool = False  # model files run no code here; accepted for compatibility
     # bitwise the same logits whatever shares a request's step (slower prefill and batches)
     batch_invariant: bool = False
-    dtype: str = "auto"  # auto | bfloat16 | float32
+    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
     kv_cache_dtype: str = "auto"  # auto | fp32 | fp16 | bf16 (also f32 / float32, ...)
     max_model_len: Optional[int] = None  # default: the model's context length
     block_size: Optional[int] = None  # tokens per KV cache block (128, vLLM's CPU default)

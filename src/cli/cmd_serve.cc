@@ -32,6 +32,11 @@ struct ServeOptions {
   double shutdown_grace_seconds = 5.0;
   std::string metrics_prefix = "vellum";
   double log_interval_seconds = 10.0;
+  // vLLM's --structured-outputs-config.backend: which of vLLM's grammar libraries to use. Vellum
+  // has one grammar engine of its own; the names are accepted so vLLM command lines run, and the
+  // startup log says which engine serves them.
+  std::string structured_outputs_backend = "auto";
+  bool enable_prompt_tokens_details = false;  // always on; the flag exists for vLLM's command lines
   EngineConfig config;
   EngineOptionStrings strings;
 };
@@ -72,6 +77,11 @@ int run_serve(ServeOptions& o) {
                ErrorCode::kInvalidArgument,
                "--enable-auto-tool-choice needs --tool-call-parser (hermes, llama3_json or "
                "mistral) to say how the model writes its tool calls");
+  if (o.structured_outputs_backend != "auto") {
+    VELLUM_LOG_WARN("--structured-outputs-config.backend {}: structured outputs are served by "
+                    "Vellum's own grammar engine (the same for every backend name)",
+                    o.structured_outputs_backend);
+  }
   // Testing only (the fault-injection tests of the server): read once, here.
   if (const char* id = std::getenv("VELLUM_FAULT_INJECT_REQUEST_ID"); id != nullptr) {
     o.config.fault_injection.request_id_substring = id;
@@ -204,6 +214,31 @@ CommandRunner add_serve_command(CLI::App& app) {
                   "Seconds a connection has to deliver a complete request (headers and body); "
                   "slower ones are closed")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--root-path", o->server.root_path,
+                  "Path prefix of a proxy in front of the server, e.g. /llm: every route also "
+                  "answers under it")
+      ->check([](const std::string& path) -> std::string {
+        if (path.empty() || path.front() != '/') return "must start with '/', e.g. /llm";
+        return "";
+      });
+  cmd->add_flag("--enable-force-include-usage", o->server.force_include_usage,
+                "Usage on every streamed chunk and at the end of every stream, whatever "
+                "stream_options say");
+  cmd->add_flag("--enable-per-request-metrics", o->server.per_request_metrics,
+                "A \"metrics\" object (time to first token, queue time, inter-token latency, "
+                "tokens per second) in every completion response and final usage chunk");
+  cmd->add_flag("--return-tokens-as-token-ids", o->server.return_tokens_as_token_ids,
+                "Logprob tokens as \"token_id:<id>\" by default (the request field of that "
+                "name)");
+  cmd->add_flag("--enable-prompt-tokens-details", o->enable_prompt_tokens_details,
+                "Usage carries prompt_tokens_details (cached tokens); always on in Vellum, the "
+                "flag exists for vLLM's command lines");
+  cmd->add_option("--structured-outputs-config.backend", o->structured_outputs_backend,
+                  "vLLM's structured-output backend names (auto, xgrammar, guidance, outlines, "
+                  "lm-format-enforcer) are accepted; Vellum's own grammar engine serves them all")
+      ->check(CLI::IsMember({"auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer"}));
+  cmd->add_option("--seed", o->config.model.seed,
+                  "Seed of the random generators of requests that bring no seed of their own");
   add_engine_options(*cmd, o->config, o->strings);
   return [o] { return run_serve(*o); };
 }

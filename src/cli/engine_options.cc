@@ -13,8 +13,10 @@ namespace vellum::cli {
 
 void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings& strings) {
   app.add_option("--dtype", config.model.dtype,
-                 "Weight compute precision: auto (keep the file's), bfloat16, float32")
-      ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float32", "f32"}));
+                 "What unquantized weights are held in: auto (the file's type), bfloat16, "
+                 "float16 (half) or float32 (every weight)")
+      ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float16", "f16", "half", "float32",
+                             "f32", "float"}));
   app.add_option("--load-format", config.model.load_format,
                  "Model format: auto (a directory is a Hugging Face checkpoint), gguf, "
                  "safetensors")
@@ -56,8 +58,11 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
   app.add_flag("--disable-hybrid-kv-cache-manager", config.cache.disable_hybrid_kv_cache_manager,
                "One KV block table for all layers even when sliding-window and full-attention "
                "layers are mixed (their sliding layers then keep the whole KV)");
-  app.add_flag("--no-enable-chunked-prefill", strings.no_chunked_prefill,
-               "Disable chunked prefill");
+  CLI::Option* no_chunked = app.add_flag("--no-enable-chunked-prefill",
+                                         strings.no_chunked_prefill, "Disable chunked prefill");
+  app.add_flag("--enable-chunked-prefill", strings.enable_chunked_prefill,
+               "Enable chunked prefill (the default)")
+      ->excludes(no_chunked);
   app.add_option("--max-num-seqs", config.scheduler.max_num_seqs,
                  "Maximum sequences per step");
   app.add_option("--max-num-batched-tokens", config.scheduler.max_num_batched_tokens,

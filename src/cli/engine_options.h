@@ -17,6 +17,7 @@ struct EngineOptionStrings {
   std::string swap_space;       // "4GiB"
   bool no_prefix_caching = false;
   bool no_chunked_prefill = false;
+  bool enable_chunked_prefill = false;  // the default; the flag exists for vLLM's command lines
 };
 
 // Adds --dtype, --kv-cache-dtype, --max-model-len, --kv-cache-memory, --kv-cache-fraction, ...

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <optional>
@@ -30,6 +31,19 @@ void forward_global_threads(CLI::App& app, const CLI::Option& global) {
   if (target == nullptr || target->count() > 0) return;
   target->add_result(global.as<std::string>());
   target->run_callback();
+}
+
+// vLLM's argument parser takes --max_model_len for --max-model-len; so does this one: underscores
+// in an option's name (not in its value after '=') become dashes, in place.
+void dash_option_names(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (std::strcmp(arg, "--") == 0) return;  // the rest are positional
+    if (std::strncmp(arg, "--", 2) != 0) continue;
+    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '_') *c = '-';
+    }
+  }
 }
 
 // Ends the process after a failed command: under mpirun with several ranks, the other ranks may
@@ -84,6 +98,7 @@ int main(int argc, char** argv) {
   runners["bench"] = vellum::cli::add_bench_command(app);
   runners["serve"] = vellum::cli::add_serve_command(app);
 
+  dash_option_names(argc, argv);
   try {
     app.parse(argc, argv);
     forward_global_threads(app, *global_threads);

@@ -186,6 +186,10 @@ class LLMEngineImpl final : public LLMEngine {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
     tokenizer::DecodeOptions options;
     options.skip_special_tokens = skip_special_tokens;
+    // A Hugging Face fast tokenizer's decode (what vLLM's /detokenize and echo call) puts no space
+    // beside special tokens; only the streamed output text follows the request's
+    // spaces_between_special_tokens.
+    options.spaces_between_special_tokens = false;
     const tokenizer::Tokenizer& tok = require_tokenizer();
     // Ids past the tokenizer's vocabulary but inside the model's (padded embedding rows of HF
     // checkpoints, e.g. Qwen's 151936 rows for 151665 tokens) have no text.
@@ -236,6 +240,9 @@ class LLMEngineImpl final : public LLMEngine {
   std::optional<jinja::ChatTemplate> chat_template_;
   std::string chat_template_error_;
   EngineConfig config_;
+  // With --seed: the source of the seeds of requests that bring none (vLLM seeds its global
+  // generator with it), so a server answers the same requests in the same order alike.
+  std::optional<sampling::Generator> request_seeds_;
   // The process groups (a single process unless launched by mpirun); outlive the model.
   engine::ParallelGroups groups_;
   engine::LoadedModel loaded_;
@@ -400,6 +407,9 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   // A helper thread beside the compute threads only where a CPU is left for it: on a busy core
   // it would stall the forward pass's barriers.
   overlap_masks_ = omp_get_max_threads() < cpu::cpu_info().num_logical_cpus;
+  if (config.model.seed.has_value()) {
+    request_seeds_.emplace(static_cast<uint64_t>(*config.model.seed));
+  }
   const model::Model& model = *loaded_.model;
   VELLUM_CHECK(tokenizer_ == nullptr || tokenizer_->vocab_size() <= model.config().vocab_size,
                ErrorCode::kInvalidModel,
@@ -571,6 +581,9 @@ std::optional<std::string> LLMEngineImpl::add_request(const std::string& request
   SamplingParams params = raw_params;
   if (auto error = params.validate()) return error->message;
   params.normalize();
+  if (request_seeds_ && (!params.seed.has_value() || *params.seed == -1)) {
+    params.seed = static_cast<int64_t>(request_seeds_->next_u64() >> 1);
+  }
   if (!tokenizer_ && (!params.bad_words.empty() || !params.stop.empty())) {
     return std::string("stop strings and bad_words need a tokenizer, but ") +
            kNoTokenizerMessage;

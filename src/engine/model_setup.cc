@@ -21,13 +21,14 @@ namespace vellum::engine {
 kernels::MatmulPrecision parse_dtype(const std::string& dtype) {
   if (dtype == "auto") return kernels::MatmulPrecision::kAuto;
   if (dtype == "bfloat16" || dtype == "bf16") return kernels::MatmulPrecision::kBF16;
+  if (dtype == "float16" || dtype == "f16" || dtype == "half") {
+    return kernels::MatmulPrecision::kF16;
+  }
   if (dtype == "float32" || dtype == "f32" || dtype == "float") {
     return kernels::MatmulPrecision::kF32;
   }
   VELLUM_THROW(ErrorCode::kInvalidArgument,
-               "--dtype '{}' is not supported; use auto, bfloat16 or float32 (float16 compute is "
-               "not available on the CPU: use auto to keep f16 weights)",
-               dtype);
+               "--dtype '{}' is not supported; use auto, bfloat16, float16 or float32", dtype);
 }
 
 kernels::KvType parse_kv_cache_dtype(const std::string& dtype) {

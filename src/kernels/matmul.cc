@@ -360,6 +360,9 @@ PackedWeights pack_converted(const void* w, WeightType type, int64_t n_out, int6
     ref::dequantize_row(row.data(), static_cast<const uint8_t*>(w) + j * src_row_bytes, type, n_in);
     if (target == WeightType::kF32) {
       std::memcpy(p.data.as<float>() + j * n_in, row.data(), row.size() * sizeof(float));
+    } else if (target == WeightType::kF16) {
+      uint16_t* dst = p.data.as<uint16_t>() + j * n_in;
+      for (int64_t i = 0; i < n_in; ++i) dst[i] = float_to_fp16(row[i]);
     } else {
       uint16_t* dst = p.data.as<uint16_t>() + j * n_in;
       for (int64_t i = 0; i < n_in; ++i) dst[i] = float_to_bf16(row[i]);
@@ -396,10 +399,10 @@ PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
 
 WeightType packed_weight_type(WeightType stored, MatmulPrecision precision) {
   if (precision == MatmulPrecision::kF32) return WeightType::kF32;
-  if (precision == MatmulPrecision::kBF16 &&
-      (stored == WeightType::kF32 || stored == WeightType::kF16)) {
-    return WeightType::kBF16;
-  }
+  const bool unquantized = stored == WeightType::kF32 || stored == WeightType::kF16 ||
+                           stored == WeightType::kBF16;
+  if (precision == MatmulPrecision::kBF16 && unquantized) return WeightType::kBF16;
+  if (precision == MatmulPrecision::kF16 && unquantized) return WeightType::kF16;
   return stored;
 }
 
@@ -454,13 +457,7 @@ PackedLinear PackedLinear::pack(const void* w, WeightType type, int64_t n_out, i
   VELLUM_CHECK(n_in % weight_block_elems(type) == 0, ErrorCode::kInvalidModel,
                "{} weight rows must be a multiple of {} elements, got n_in={}",
                weight_type_info(type).name, weight_block_elems(type), n_in);
-  WeightType target = type;
-  if (precision == MatmulPrecision::kF32) {
-    target = WeightType::kF32;
-  } else if (precision == MatmulPrecision::kBF16 &&
-             (type == WeightType::kF32 || type == WeightType::kF16)) {
-    target = WeightType::kBF16;
-  }
+  const WeightType target = packed_weight_type(type, precision);
 
   PackedLinear out;
   out.impl_ = std::make_unique<Impl>();

@@ -28,7 +28,9 @@
 
 namespace vellum::kernels {
 
-enum class MatmulPrecision : uint8_t { kAuto, kBF16, kF32 };
+// What unquantized weights are held in: kAuto keeps the file's type; kBF16 and kF16 convert f32,
+// f16 and bf16 weights to that type (quantized ones are kept); kF32 converts every weight to f32.
+enum class MatmulPrecision : uint8_t { kAuto, kBF16, kF16, kF32 };
 
 // Batch-invariant mode (--batch-invariant; vLLM's VLLM_BATCH_INVARIANT): every product runs the
 // small-m kernels, whose result for a row does not depend on the other rows, so a request's

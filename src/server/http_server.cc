@@ -7,6 +7,7 @@
 #include <ctime>
 #include <exception>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include "server/api_error.h"
@@ -48,9 +49,25 @@ bool constant_time_equal(const std::string& given, const std::string& expected) 
   return diff == 0;
 }
 
-bool needs_auth(const std::string& path) {
-  return path.rfind("/v1", 0) == 0 || path.rfind("/v2", 0) == 0 ||
-         path.rfind("/inference", 0) == 0;
+// A literal path as a std::regex pattern (httplib's routes are regexes).
+std::string regex_escaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The path without the --root-path prefix, when it has it.
+std::string_view without_root_path(std::string_view path, std::string_view root_path) {
+  if (root_path.empty() || path.substr(0, root_path.size()) != root_path) return path;
+  const std::string_view rest = path.substr(root_path.size());
+  return rest.empty() || rest.front() == '/' ? rest : path;
+}
+
+bool needs_auth(std::string_view path) {
+  return path.starts_with("/v1") || path.starts_with("/v2") || path.starts_with("/inference");
 }
 
 // Keeps GET /load's count while a generation request is being served (until its SSE body ends).
@@ -81,9 +98,17 @@ HttpServer::HttpServer(ServerOptions options, EngineClient& client)
       client_(client),
       guard_(connection_limits(options_)),
       created_(static_cast<int64_t>(std::time(nullptr))) {
+  // "/llm/" and "/llm" name the same prefix.
+  while (options_.root_path.size() > 1 && options_.root_path.back() == '/') {
+    options_.root_path.pop_back();
+  }
+  if (options_.root_path == "/") options_.root_path.clear();
   context_.client = &client_;
   context_.served_model_name = options_.served_model_name;
   context_.chat_parsers = options_.chat_parsers;
+  context_.force_include_usage = options_.force_include_usage;
+  context_.per_request_metrics = options_.per_request_metrics;
+  context_.return_tokens_as_token_ids = options_.return_tokens_as_token_ids;
   context_.on_request_submitted = [this](const SamplingParams& params) {
     if (ServerMetrics* metrics = metrics_.load()) metrics->on_request_submitted(params);
   };
@@ -149,7 +174,10 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
 }
 
 bool HttpServer::authorized(const httplib::Request& req) const {
-  if (options_.api_key.empty() || !needs_auth(req.path) || req.method == "OPTIONS") return true;
+  if (options_.api_key.empty() || req.method == "OPTIONS" ||
+      !needs_auth(without_root_path(req.path, options_.root_path))) {
+    return true;
+  }
   return constant_time_equal(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
 }
 
@@ -176,6 +204,11 @@ bool HttpServer::answer_if_unavailable(httplib::Response& res, bool generation) 
       return true;
   }
   return true;
+}
+
+std::string HttpServer::route(const std::string& path) const {
+  if (options_.root_path.empty()) return path;
+  return "(?:" + regex_escaped(options_.root_path) + ")?" + path;
 }
 
 void HttpServer::install_routes() {
@@ -248,16 +281,16 @@ void HttpServer::install_routes() {
     }
     answer_if_unavailable(res, true);
   };
-  http_.Get("/health", guarded(health));
-  http_.Get("/ping", guarded(health));
-  http_.Post("/ping", guarded(health));
-  http_.Get("/version", guarded([](const httplib::Request&, httplib::Response& res) {
+  http_.Get(route("/health"), guarded(health));
+  http_.Get(route("/ping"), guarded(health));
+  http_.Post(route("/ping"), guarded(health));
+  http_.Get(route("/version"), guarded([](const httplib::Request&, httplib::Response& res) {
     send_json(res, json{{"version", VELLUM_VERSION_STRING}});
   }));
-  http_.Get("/load", guarded([this](const httplib::Request&, httplib::Response& res) {
+  http_.Get(route("/load"), guarded([this](const httplib::Request&, httplib::Response& res) {
     send_json(res, json{{"server_load", num_in_flight()}});
   }));
-  http_.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+  http_.Get(route("/metrics"), guarded([this](const httplib::Request&, httplib::Response& res) {
     const ServerMetrics* metrics = metrics_.load();
     if (metrics == nullptr) {
       send_error(res, ApiError::not_found("Metrics are not available (yet)"));
@@ -265,19 +298,31 @@ void HttpServer::install_routes() {
     }
     res.set_content(metrics->render(client_.stats()), "text/plain; version=0.0.4; charset=utf-8");
   }));
-  http_.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+  http_.Get(route("/v1/models"), guarded([this](const httplib::Request&, httplib::Response& res) {
     handle_models(res);
   }));
-  http_.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_.Post(route("/v1/completions"),
+           guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res);
   }));
-  http_.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_.Post(route("/v1/chat/completions"),
+           guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_chat(req, res);
   }));
-  http_.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_.Post(route("/v1/responses"),
+             guarded([this](const httplib::Request& req, httplib::Response& res) {
+               handle_responses(req, res);
+             }));
+  http_.Get(route("/v1/responses/([^/]+)"),
+            guarded([this](const httplib::Request& req, httplib::Response& res) {
+              handle_get_response(req, res);
+            }));
+  http_.Post(route("/tokenize"),
+           guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_tokenize(req, res);
   }));
-  http_.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_.Post(route("/detokenize"),
+           guarded([this](const httplib::Request& req, httplib::Response& res) {
     handle_detokenize(req, res);
   }));
 }
@@ -356,6 +401,21 @@ void HttpServer::handle_models(httplib::Response& res) {
                    {"max_model_len", client_.engine().max_model_len()},
                    {"permission", json::array({permission})}};
   send_json(res, json{{"object", "list"}, {"data", json::array({model})}});
+}
+
+void HttpServer::handle_responses(const httplib::Request& req, httplib::Response& res) {
+  if (answer_if_unavailable(res, true)) return;
+  auto started = ResponsesRun::start(context_, responses_, req.body,
+                                     client_.engine().default_sampling_params());
+  if (auto* error = std::get_if<ApiError>(&started)) return send_error(res, *error);
+  respond_with(req, res, std::move(std::get<std::unique_ptr<ResponsesRun>>(started)));
+}
+
+void HttpServer::handle_get_response(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  if (auto stored = responses_.get(id)) return send_json(res, stored->response);
+  send_error(res, ApiError::not_found(fmt::format("Response with id '{}' not found.", id),
+                                      "response_id"));
 }
 
 void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {

@@ -29,6 +29,7 @@
 #include "server/connection_guard.h"
 #include "server/metrics.h"
 #include "server/serving.h"
+#include "server/serving_responses.h"
 #include "vellum/engine_client.h"
 
 namespace vellum::server {
@@ -44,6 +45,11 @@ struct ServerOptions {
   ChatParsers chat_parsers;                 // --enable-auto-tool-choice, --tool-call-parser, ...
   int max_queued_connections = 256;         // waiting for a thread; beyond: answered 503
   double request_timeout_seconds = 30.0;    // to deliver a complete request, else closed
+  // vLLM's --root-path: the path prefix of a proxy in front; every route also answers under it.
+  std::string root_path;
+  bool force_include_usage = false;         // --enable-force-include-usage
+  bool per_request_metrics = false;         // --enable-per-request-metrics
+  bool return_tokens_as_token_ids = false;  // --return-tokens-as-token-ids
 };
 
 class HttpServer {
@@ -76,12 +82,16 @@ class HttpServer {
   int64_t num_overflowed_connections() const { return guard_.num_overflowed(); }
 
  private:
+  // A route's pattern: `path`, and `path` under --root-path when one is set.
+  std::string route(const std::string& path) const;
   void install_routes();
   bool authorized(const httplib::Request& req) const;
   // 503 with vLLM's error JSON when the engine is not ready (or shutting down); true if answered.
   bool answer_if_unavailable(httplib::Response& res, bool generation) const;
   void handle_completion(const httplib::Request& req, httplib::Response& res);
   void handle_chat(const httplib::Request& req, httplib::Response& res);
+  void handle_responses(const httplib::Request& req, httplib::Response& res);
+  void handle_get_response(const httplib::Request& req, httplib::Response& res);
   template <typename Run>
   void respond_with(const httplib::Request& req, httplib::Response& res, std::unique_ptr<Run> run);
   void handle_models(httplib::Response& res);
@@ -93,6 +103,8 @@ class HttpServer {
   std::atomic<ServerMetrics*> metrics_{nullptr};
   std::atomic<bool> ready_{false};
   ServingContext context_;
+  // Responses kept for GET /v1/responses/{id} and previous_response_id.
+  ResponseStore responses_{1024};
   ConnectionGuard guard_;
   httplib::Server http_;
   int64_t created_ = 0;

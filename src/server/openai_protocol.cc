@@ -1,6 +1,7 @@
 #include "server/openai_protocol.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -150,18 +151,31 @@ ordered_json parse_body(const std::string& body) {
 
 std::map<int32_t, float> parse_logit_bias(const ordered_json& bias) {
   std::map<int32_t, float> out;
+  // Every bad key is named at once (vLLM), so a client fixes them in one go.
+  std::vector<std::string> bad_keys;
   for (const auto& [key, value] : bias.items()) {
     int64_t id = 0;
     const char* end = key.data() + key.size();
     const auto [ptr, ec] = std::from_chars(key.data(), end, id);
     if (ec != std::errc() || ptr != end || key.empty() ||
         id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
-      fail_type("logit_bias", "an object mapping token ids to numbers");
+      bad_keys.push_back("'" + key + "'");
+      continue;
     }
-    if (!value.is_number()) fail_type("logit_bias", "an object mapping token ids to numbers");
+    if (!value.is_number()) {
+      fail_value(fmt::format("logit_bias: the bias of token {} must be a number, got {}", key,
+                             value.dump()),
+                 "logit_bias");
+    }
     // The API clamps each bias to [-100, 100] (vLLM's to_sampling_params).
     out[static_cast<int32_t>(id)] =
         static_cast<float>(std::clamp(value.get<double>(), -100.0, 100.0));
+  }
+  if (!bad_keys.empty()) {
+    fail_value(fmt::format("logit_bias keys must be token ids (integers as strings); not token "
+                           "ids: {}",
+                           fmt::join(bad_keys, ", ")),
+               "logit_bias");
   }
   return out;
 }
@@ -211,6 +225,20 @@ void parse_generation_fields(const Fields& f, GenerationRequest& r) {
                  "truncate_prompt_tokens");
     }
     p.truncate_prompt_tokens = *truncate;
+  }
+  if (auto side = f.string("truncation_side")) {
+    if (*side != "left" && *side != "right") {
+      fail_value(fmt::format("truncation_side must be \"left\" or \"right\", got \"{}\"", *side),
+                 "truncation_side");
+    }
+    r.truncate_from_right = *side == "right";
+  }
+  // vLLM's logprobs of named tokens: not computed by Vellum's sampler yet; refused rather than
+  // answered without them.
+  if (f.has("logprob_token_ids")) {
+    fail_value("logprob_token_ids is not supported: ask for top logprobs (logprobs / "
+               "top_logprobs) instead",
+               "logprob_token_ids");
   }
   set_if(f.boolean("use_beam_search"), p.use_beam_search);
   set_if(f.number("length_penalty"), p.length_penalty);
@@ -415,6 +443,29 @@ Parsed<CompletionRequest> parse_completion_request(const std::string& body,
   });
 }
 
+// kv_transfer_params: only prompt_token_ids, the ids a prefill server rendered; the other keys
+// steer a KV connector (disaggregated prefill), which Vellum does not have.
+std::optional<std::vector<int32_t>> parse_kv_transfer_params(const Fields& f) {
+  const ordered_json* params = f.find("kv_transfer_params");
+  if (params == nullptr) return std::nullopt;
+  if (!params->is_object()) fail_type("kv_transfer_params", "an object");
+  std::optional<std::vector<int32_t>> ids;
+  for (const auto& [key, value] : params->items()) {
+    const std::string name = "kv_transfer_params." + key;
+    if (key != "prompt_token_ids") {
+      fail_value(fmt::format("{} is not supported: Vellum has no KV connector (disaggregated "
+                             "prefill); only prompt_token_ids is",
+                             name),
+                 name);
+    }
+    if (value.is_null()) continue;
+    if (!value.is_array() || value.empty()) fail_type(name, "a non-empty list of token ids");
+    ids.emplace();
+    for (const auto& id : value) ids->push_back(as_token_id(id, name));
+  }
+  return ids;
+}
+
 Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& body,
                                                             const SamplingParams& defaults) {
   return parse_generation_with<ChatCompletionRequest>(
@@ -445,6 +496,7 @@ Parsed<ChatCompletionRequest> parse_chat_completion_request(const std::string& b
       }
     }
     if (r.logprobs) p.logprobs = r.top_logprobs.value_or(0);
+    r.forwarded_prompt_token_ids = parse_kv_transfer_params(f);
   });
 }
 

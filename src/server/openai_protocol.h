@@ -47,6 +47,8 @@ struct GenerationRequest {
   bool add_special_tokens = true;
   bool return_token_ids = false;
   bool return_tokens_as_token_ids = false;
+  // truncation_side "right": truncate_prompt_tokens keeps the first tokens (default: the last).
+  bool truncate_from_right = false;
 };
 
 // POST /v1/completions
@@ -68,6 +70,9 @@ struct ChatCompletionRequest : GenerationRequest {
   // added) and, for echo, the last message's content when it has that role.
   std::string response_role = "assistant";
   std::string echo_text;
+  // kv_transfer_params.prompt_token_ids: the prompt's ids as a prefill server already rendered and
+  // tokenized them; they are used as given instead of rendering the messages (vLLM).
+  std::optional<std::vector<int32_t>> forwarded_prompt_token_ids;
 };
 
 // POST /tokenize (completion form {prompt} or chat form {messages}).

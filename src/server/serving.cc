@@ -13,6 +13,36 @@ std::optional<ApiError> check_model(const std::optional<std::string>& model,
   return ApiError::not_found(fmt::format("The model `{}` does not exist.", *model), "model");
 }
 
+StreamUsage stream_usage(const StreamOptions& options, bool force_include_usage) {
+  if (force_include_usage) return {true, true};
+  return {options.include_usage, options.include_usage && options.continuous_usage_stats};
+}
+
+nlohmann::ordered_json per_request_metrics_json(const RequestMetrics& metrics,
+                                                int64_t num_generation_tokens) {
+  const double queued = metrics.arrival_time;
+  const double scheduled = metrics.first_scheduled_time;
+  const double first_token = metrics.first_token_time;
+  const double last_token = metrics.last_token_time;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (scheduled > 0 && first_token > 0) {
+    out["time_to_first_token_ms"] = (first_token - scheduled) * 1e3;
+  }
+  if (first_token > 0 && last_token > 0) {
+    out["generation_time_ms"] = (last_token - first_token) * 1e3;
+  }
+  if (queued > 0 && scheduled > 0) out["queue_time_ms"] = (scheduled - queued) * 1e3;
+  if (first_token > 0 && last_token > 0 && num_generation_tokens > 1) {
+    out["mean_itl_ms"] =
+        (last_token - first_token) / static_cast<double>(num_generation_tokens - 1) * 1e3;
+  }
+  if (scheduled > 0 && last_token > scheduled) {
+    out["tokens_per_second"] =
+        static_cast<double>(num_generation_tokens) / (last_token - scheduled);
+  }
+  return out;
+}
+
 std::string random_id() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return fmt::format("{:016x}{:016x}", rng(), rng());
@@ -21,7 +51,8 @@ std::string random_id() {
 std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine,
                                                          const Prompt& prompt,
                                                          const SamplingParams& params,
-                                                         bool add_special, bool parse_special) {
+                                                         bool add_special, bool parse_special,
+                                                         bool truncate_from_right) {
   EngineInput input;
   const int64_t vocab_size = engine.vocab_size();
   const int64_t max_model_len = engine.max_model_len();
@@ -54,7 +85,9 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
           "truncate_prompt_tokens");
     }
     const auto size = static_cast<int64_t>(input.token_ids.size());
-    if (keep >= 0 && size > keep) {
+    if (keep >= 0 && size > keep && truncate_from_right) {
+      input.token_ids.resize(static_cast<size_t>(keep));
+    } else if (keep >= 0 && size > keep) {
       input.token_ids.erase(input.token_ids.begin(), input.token_ids.begin() + (size - keep));
     }
   }
@@ -83,7 +116,7 @@ std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine
     return ApiError::bad_request(error->message, error->param);
   }
   if (auto error = input.params.validate_for_model(
-          SamplingModelLimits{vocab_size, kDefaultMaxLogprobs})) {
+          SamplingModelLimits{vocab_size, engine.config().model.max_logprobs})) {
     return ApiError::bad_request(error->message, error->param);
   }
   if (input.params.structured_outputs.has_value()) {
@@ -174,8 +207,8 @@ ApiError generation_error() {
 }
 
 bool finish_stream(const WriteFn& write, const ResponseHeader& header, bool generation_failed,
-                   const std::optional<ApiError>& engine_error,
-                   const std::optional<Usage>& usage) {
+                   const std::optional<ApiError>& engine_error, const std::optional<Usage>& usage,
+                   const std::optional<nlohmann::ordered_json>& metrics) {
   if (generation_failed) {
     if (!write(sse_event(error_json(generation_error())))) return false;
   } else if (engine_error) {
@@ -184,6 +217,7 @@ bool finish_stream(const WriteFn& write, const ResponseHeader& header, bool gene
     nlohmann::ordered_json chunk = header_json(header);
     chunk["choices"] = nlohmann::ordered_json::array();
     chunk["usage"] = usage_json(*usage);
+    if (metrics) chunk["metrics"] = *metrics;
     if (!write(sse_event(chunk))) return false;
   }
   return write(kSseDone);

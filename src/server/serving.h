@@ -38,7 +38,28 @@ struct ServingContext {
   std::string served_model_name;
   // Called once per submitted engine request (metrics); may be empty.
   std::function<void(const SamplingParams&)> on_request_submitted;
+  // vLLM's --enable-force-include-usage: every streamed chunk carries usage, and the stream ends
+  // with a usage chunk, whatever stream_options say.
+  bool force_include_usage = false;
+  // vLLM's --enable-per-request-metrics: responses (and a stream's usage chunk) carry "metrics"
+  // with the request's timings.
+  bool per_request_metrics = false;
+  // vLLM's --return-tokens-as-token-ids: the default of the request field of that name.
+  bool return_tokens_as_token_ids = false;
 };
+
+// Whether a stream carries usage at its end, and on every chunk (vLLM's should_include_usage).
+struct StreamUsage {
+  bool at_end = false;
+  bool continuous = false;
+};
+StreamUsage stream_usage(const StreamOptions& options, bool force_include_usage);
+
+// vLLM's per-request timing metrics (build_per_request_timing_metrics): time to first token from
+// scheduling, decode time, queue time, mean inter-token latency and output tokens per second over
+// the inference interval; a field whose timestamps are missing is left out.
+nlohmann::ordered_json per_request_metrics_json(const RequestMetrics& metrics,
+                                                int64_t num_generation_tokens);
 
 // True when the HTTP client has gone away; polled while waiting for the engine.
 using PeerGoneFn = std::function<bool()>;
@@ -66,7 +87,8 @@ struct EngineInput {
 std::variant<EngineInput, ApiError> prepare_engine_input(const LLMEngine& engine,
                                                          const Prompt& prompt,
                                                          const SamplingParams& params,
-                                                         bool add_special, bool parse_special);
+                                                         bool add_special, bool parse_special,
+                                                         bool truncate_from_right = false);
 
 // Structured outputs under --reasoning-parser: the constraint starts after the reasoning, at the
 // first "</think>" of the output (or at once when the prompt holds one), as vLLM's reasoner does,
@@ -116,9 +138,10 @@ ApiError generation_error();
 
 // Ends an SSE response once its engine requests have drained: an error event when generation
 // failed or the engine rejected a request, else the usage chunk when one was asked for; then
-// "data: [DONE]". False when a write fails.
+// "data: [DONE]". `metrics` (per-request metrics) rides on the usage chunk. False when a write
+// fails.
 bool finish_stream(const WriteFn& write, const ResponseHeader& header, bool generation_failed,
-                   const std::optional<ApiError>& engine_error,
-                   const std::optional<Usage>& usage);
+                   const std::optional<ApiError>& engine_error, const std::optional<Usage>& usage,
+                   const std::optional<nlohmann::ordered_json>& metrics = std::nullopt);
 
 }  // namespace vellum::server

@@ -47,26 +47,32 @@ std::variant<std::unique_ptr<ChatRun>, ApiError> ChatRun::start(const ServingCon
     return ApiError::bad_request("tools cannot be combined with beam search", "tool_choice");
   }
   const LLMEngine& engine = context.client->engine();
-  std::string prompt;
-  try {
-    prompt = engine.apply_chat_template(request.chat);
-  } catch (const std::exception& e) {
-    // A missing template, malformed messages or a template error: vLLM's 400.
-    return ApiError::bad_request(e.what());
+  Prompt prompt;
+  if (request.forwarded_prompt_token_ids) {
+    prompt = *request.forwarded_prompt_token_ids;
+  } else {
+    try {
+      prompt = engine.apply_chat_template(request.chat);
+    } catch (const std::exception& e) {
+      // A missing template, malformed messages or a template error: vLLM's 400.
+      return ApiError::bad_request(e.what());
+    }
   }
   std::unique_ptr<ChatRun> run(new ChatRun(context, std::move(request)));
   run->output_options_ = std::move(output_options);
   ChatCompletionRequest& r = run->request_;
   constrain_after_reasoning(engine, context.chat_parsers.reasoning_parser, r.params);
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
-  auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, true);
+  auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, true,
+                                    r.truncate_from_right);
   if (auto* error = std::get_if<ApiError>(&input)) return *error;
   run->input_ = std::move(std::get<EngineInput>(input));
   run->header_ = ResponseHeader{"chatcmpl-" + r.request_id.value_or(random_id()),
                                 r.stream ? "chat.completion.chunk" : "chat.completion",
                                 static_cast<int64_t>(std::time(nullptr)),
                                 context.served_model_name};
-  if (r.return_tokens_as_token_ids || engine.config().model.skip_tokenizer_init) {
+  if (r.return_tokens_as_token_ids || context.return_tokens_as_token_ids ||
+      engine.config().model.skip_tokenizer_init) {
     run->token_text_ = [](int32_t id) { return fmt::format("token_id:{}", id); };
   } else {
     run->token_text_ = [&engine](int32_t id) { return engine.decode({id}, false); };
@@ -104,8 +110,9 @@ std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
                                                   ? json()
                                                   : json(request_.echo_text))},
                  {"reasoning", parts.reasoning ? json(*parts.reasoning) : json()},
-                 {"reasoning_content", parts.reasoning ? json(*parts.reasoning) : json()},
-                 {"tool_calls", tool_calls_json(parts.tool_calls, false)}};
+                 {"reasoning_content", parts.reasoning ? json(*parts.reasoning) : json()}};
+    // vLLM leaves the field out when there are no calls.
+    if (!parts.tool_calls.empty()) message["tool_calls"] = tool_calls_json(parts.tool_calls, false);
     // vLLM: "tool_calls" when auto parsing found calls, or a "required" reply completed.
     const bool tool_finish =
         parts.tools_called && (output_options_.tool_mode == "auto" || output.finish_reason == "stop");
@@ -116,7 +123,7 @@ std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
                                   : output.finish_reason ? json(*output.finish_reason)
                                                          : json()},
                 {"stop_reason", stop_reason_json(output)}};
-    if (request_.return_token_ids) choice["token_ids"] = output.token_ids;
+    choice["token_ids"] = request_.return_token_ids ? json(output.token_ids) : json();
     choices.push_back(std::move(choice));
     usage.completion_tokens += static_cast<int64_t>(output.token_ids.size());
   }
@@ -127,8 +134,13 @@ std::variant<json, ApiError> ChatRun::collect(const PeerGoneFn& peer_gone) {
                                     ? prompt_logprobs_json(*final_output.prompt_logprobs,
                                                            token_text_)
                                     : json();
-  if (request_.return_token_ids) response["prompt_token_ids"] = final_output.prompt_token_ids;
+  // vLLM sends the field as null unless return_token_ids asks for the ids.
+  response["prompt_token_ids"] =
+      request_.return_token_ids ? json(final_output.prompt_token_ids) : json();
   response["system_fingerprint"] = nullptr;
+  if (context_.per_request_metrics) {
+    response["metrics"] = per_request_metrics_json(final_output.metrics, usage.completion_tokens);
+  }
   return response;
 }
 
@@ -136,16 +148,18 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
   const ChatCompletionRequest& r = request_;
   const auto num_choices = static_cast<size_t>(r.params.n);
   const auto prompt_tokens = static_cast<int64_t>(input_.token_ids.size());
-  const bool include_usage = r.stream_options.include_usage;
-  const bool continuous_usage = include_usage && r.stream_options.continuous_usage_stats;
+  const StreamUsage usage_wanted = stream_usage(r.stream_options, context_.force_include_usage);
   std::vector<int64_t> num_tokens(num_choices, 0);
+  // A choice that has sent its finish reason sends nothing more (with n > 1 the others go on).
+  std::vector<bool> finish_sent(num_choices, false);
   int64_t cached_tokens = 0;
+  RequestMetrics metrics;
   std::vector<ChatDeltaStream> deltas(num_choices, ChatDeltaStream(output_options_));
 
   auto chunk_with = [&](json choice, size_t i) {
     json chunk = header_json(header_);
     chunk["choices"] = json::array({std::move(choice)});
-    if (continuous_usage) {
+    if (usage_wanted.continuous) {
       chunk["usage"] = usage_json(Usage{prompt_tokens, num_tokens[i], std::nullopt});
     }
     return sse_event(chunk);
@@ -157,7 +171,14 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
                      {"delta", {{"role", r.response_role}, {"content", ""}}},
                      {"logprobs", nullptr},
                      {"finish_reason", nullptr}};
-    if (!write(chunk_with(std::move(role_choice), i))) return false;
+    json role_chunk = header_json(header_);
+    role_chunk["choices"] = json::array({std::move(role_choice)});
+    // vLLM: the prompt's ids come with the first chunk ever.
+    if (r.return_token_ids && i == 0) role_chunk["prompt_token_ids"] = input_.token_ids;
+    if (usage_wanted.continuous) {
+      role_chunk["usage"] = usage_json(Usage{prompt_tokens, 0, std::nullopt});
+    }
+    if (!write(sse_event(role_chunk))) return false;
     if (!r.echo_text.empty()) {
       json echo_choice{{"index", i},
                        {"delta", {{"content", r.echo_text}}},
@@ -171,9 +192,10 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
   bool generation_failed = false;
   const bool complete = group_.drain(peer_gone, [&](size_t, RequestOutput& out) {
     cached_tokens = std::max(cached_tokens, out.num_cached_tokens);
+    metrics = out.metrics;
     for (const CompletionOutput& output : out.outputs) {
       const auto i = static_cast<size_t>(output.index);
-      if (i >= num_choices) continue;
+      if (i >= num_choices || finish_sent[i]) continue;
       if (output.finish_reason == "error") {
         generation_failed = true;
         return false;
@@ -193,7 +215,10 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
                   {"finish_reason", tool_finish ? json("tool_calls")
                                     : output.finish_reason ? json(*output.finish_reason)
                                                            : json()}};
-      if (output.finished()) choice["stop_reason"] = stop_reason_json(output);
+      if (output.finished()) {
+        choice["stop_reason"] = stop_reason_json(output);
+        finish_sent[i] = true;
+      }
       if (r.return_token_ids) choice["token_ids"] = output.token_ids;
       if (!write(chunk_with(std::move(choice), i))) {
         write_failed = true;
@@ -205,11 +230,16 @@ bool ChatRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
   if (write_failed || (!complete && !generation_failed)) return false;
 
   std::optional<Usage> usage;
-  if (include_usage) {
+  std::optional<json> request_metrics;
+  if (usage_wanted.at_end) {
     usage = Usage{prompt_tokens, 0, cached_tokens};
     for (int64_t n : num_tokens) usage->completion_tokens += n;
+    if (context_.per_request_metrics) {
+      request_metrics = per_request_metrics_json(metrics, usage->completion_tokens);
+    }
   }
-  return finish_stream(write, header_, generation_failed, group_.api_error(), usage);
+  return finish_stream(write, header_, generation_failed, group_.api_error(), usage,
+                       request_metrics);
 }
 
 }  // namespace vellum::server

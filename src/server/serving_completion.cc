@@ -50,7 +50,8 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
   constrain_after_reasoning(engine, context.chat_parsers.reasoning_parser, r.params);
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   for (const Prompt& prompt : r.prompts) {
-    auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, false);
+    auto input = prepare_engine_input(engine, prompt, r.params, r.add_special_tokens, false,
+                                      r.truncate_from_right);
     if (auto* error = std::get_if<ApiError>(&input)) return *error;
     EngineInput& ready = std::get<EngineInput>(input);
     // Only echo shows the prompt as text: decode token-id prompts for it alone.
@@ -63,7 +64,8 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
   run->header_ = ResponseHeader{"cmpl-" + r.request_id.value_or(random_id()), "text_completion",
                                 static_cast<int64_t>(std::time(nullptr)),
                                 context.served_model_name};
-  run->token_text_ = make_token_text(engine, r.return_tokens_as_token_ids);
+  run->token_text_ = make_token_text(
+      engine, r.return_tokens_as_token_ids || context.return_tokens_as_token_ids);
   const std::string suffix = random_id().substr(0, 8);
   for (size_t i = 0; i < run->inputs_.size(); ++i) {
     run->group_.submit(fmt::format("{}-{}-{}", run->header_.id, i, suffix), run->inputs_[i],
@@ -85,6 +87,7 @@ std::variant<json, ApiError> CompletionRun::collect(const PeerGoneFn& peer_gone)
   json choices = json::array();
   Usage usage;
   usage.cached_tokens = 0;
+  RequestMetrics metrics;
   for (size_t p = 0; p < finals.size(); ++p) {
     RequestOutput& out = finals[p];
     std::sort(out.outputs.begin(), out.outputs.end(),
@@ -116,20 +119,23 @@ std::variant<json, ApiError> CompletionRun::collect(const PeerGoneFn& peer_gone)
       if (out.prompt_logprobs) {
         choice["prompt_logprobs"] = prompt_logprobs_json(*out.prompt_logprobs, token_text_);
       }
-      if (r.return_token_ids) {
-        choice["prompt_token_ids"] = out.prompt_token_ids;
-        choice["token_ids"] = output.token_ids;
-      }
+      // vLLM sends both fields, null unless return_token_ids asks for the ids.
+      choice["prompt_token_ids"] = r.return_token_ids ? json(out.prompt_token_ids) : json();
+      choice["token_ids"] = r.return_token_ids ? json(output.token_ids) : json();
       choices.push_back(std::move(choice));
       usage.completion_tokens += static_cast<int64_t>(output.token_ids.size());
     }
     usage.prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
     *usage.cached_tokens += out.num_cached_tokens;
+    if (p == 0) metrics = out.metrics;
   }
   json response = header_json(header_);
   response["choices"] = std::move(choices);
   response["usage"] = usage_json(usage);
   response["system_fingerprint"] = nullptr;
+  if (context_.per_request_metrics && finals.size() == 1) {
+    response["metrics"] = per_request_metrics_json(metrics, usage.completion_tokens);
+  }
   return response;
 }
 
@@ -142,8 +148,10 @@ bool CompletionRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
   std::vector<bool> has_echoed(total, false);
   std::vector<int64_t> prompt_tokens(inputs_.size(), 0);
   std::vector<int64_t> cached_tokens(inputs_.size(), 0);
-  const bool include_usage = r.stream_options.include_usage;
-  const bool continuous_usage = include_usage && r.stream_options.continuous_usage_stats;
+  const StreamUsage usage_wanted = stream_usage(r.stream_options, context_.force_include_usage);
+  // A choice that has sent its finish reason sends nothing more (with n > 1 the others go on).
+  std::vector<bool> finish_sent(total, false);
+  RequestMetrics metrics;
   bool write_failed = false;
   bool generation_failed = false;
 
@@ -152,9 +160,11 @@ bool CompletionRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
       prompt_tokens[p] = static_cast<int64_t>(out.prompt_token_ids.size());
     }
     cached_tokens[p] = std::max(cached_tokens[p], out.num_cached_tokens);
+    if (p == 0) metrics = out.metrics;
     for (const CompletionOutput& output : out.outputs) {
       const size_t i = static_cast<size_t>(output.index) + p * num_choices;
-      if (i >= total) continue;
+      if (i >= total || finish_sent[i]) continue;
+      finish_sent[i] = output.finished();
       std::vector<int32_t> token_ids;
       std::vector<const TokenLogprobs*> positions;
       std::string text;
@@ -194,7 +204,7 @@ bool CompletionRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
       num_tokens[i] += static_cast<int64_t>(output.token_ids.size());
       json chunk = header_json(header_);
       chunk["choices"] = json::array({std::move(choice)});
-      if (continuous_usage) {
+      if (usage_wanted.continuous) {
         chunk["usage"] = usage_json(Usage{prompt_tokens[p], num_tokens[i], std::nullopt});
       }
       if (!write(sse_event(chunk))) {
@@ -207,13 +217,18 @@ bool CompletionRun::stream(const WriteFn& write, const PeerGoneFn& peer_gone) {
   if (write_failed || (!complete && !generation_failed)) return false;
 
   std::optional<Usage> usage;
-  if (include_usage) {
+  std::optional<json> request_metrics;
+  if (usage_wanted.at_end) {
     usage = Usage{0, 0, 0};
     for (int64_t n : prompt_tokens) usage->prompt_tokens += n;
     for (int64_t n : num_tokens) usage->completion_tokens += n;
     for (int64_t n : cached_tokens) *usage->cached_tokens += n;
+    if (context_.per_request_metrics && inputs_.size() == 1) {
+      request_metrics = per_request_metrics_json(metrics, usage->completion_tokens);
+    }
   }
-  return finish_stream(write, header_, generation_failed, group_.api_error(), usage);
+  return finish_stream(write, header_, generation_failed, group_.api_error(), usage,
+                       request_metrics);
 }
 
 }  // namespace vellum::server

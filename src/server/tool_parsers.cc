@@ -381,8 +381,9 @@ ChatMessageParts chat_message_parts(const ChatOutputOptions& options, const std:
   }
   parts.tools_called = e.called;
   parts.tool_calls = std::move(e.calls);
-  parts.content = e.called && options.tool_mode == "required" ? std::optional<std::string>("")
-                                                                : e.content;
+  // A forced call's text is its arguments, never content: a reply cut before the calls closed
+  // has no calls and empty content (vLLM, OpenAI).
+  parts.content = options.tool_mode == "required" ? std::optional<std::string>("") : e.content;
   return parts;
 }
 
