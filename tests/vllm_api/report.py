@@ -26,6 +26,12 @@ def read_expected(path: Path) -> dict[str, str]:
 
 def test_id(case: ElementTree.Element) -> str:
     module = case.get("classname", "")
+    if not module:
+        # A file that failed to import: pytest names the module and no test.
+        name = case.get("name", "")
+        if name.startswith(PREFIX):
+            name = name[len(PREFIX):]
+        return name.replace(".", "/") + ".py::<import>"
     if module.startswith(PREFIX):
         module = module[len(PREFIX):]
     return module.replace(".", "/") + ".py::" + case.get("name", "")
