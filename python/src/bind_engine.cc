@@ -156,6 +156,7 @@ void bind_engine(py::module_& m) {
       .def_readonly("generation_tokens", &EngineStats::generation_tokens)
       .def_readonly("scheduled_tokens", &EngineStats::scheduled_tokens)
       .def_readonly("num_kv_blocks", &EngineStats::num_kv_blocks)
+      .def_readonly("kv_cache_dtype", &EngineStats::kv_cache_dtype)
       .def_readonly("block_size", &EngineStats::block_size);
 
   // One thread drives an LLMEngine (the Python LLMEngine / LLM call it from their own thread).

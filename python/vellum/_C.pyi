@@ -25,6 +25,8 @@ class ModelConfig:
 class CacheConfig:
     block_size: int
     cache_dtype: str
+    cache_type_k: str
+    cache_type_v: str
     kv_cache_memory_bytes: int
     kv_cache_fraction: float
     enable_prefix_caching: bool
@@ -194,6 +196,8 @@ class EngineStats:
     def scheduled_tokens(self) -> int: ...
     @property
     def num_kv_blocks(self) -> int: ...
+    @property
+    def kv_cache_dtype(self) -> str: ...
     @property
     def block_size(self) -> int: ...
 

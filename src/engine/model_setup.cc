@@ -30,16 +30,23 @@ kernels::MatmulPrecision parse_dtype(const std::string& dtype) {
                dtype);
 }
 
-kernels::KvType parse_kv_cache_dtype(const std::string& dtype) {
-  if (dtype == "auto") {
+kernels::KvType parse_kv_cache_type(const std::string& name) {
+  if (name == "auto") {
     return cpu::selected_isa() >= cpu::Isa::kAvx512Bf16 ? kernels::KvType::kBF16
                                                         : kernels::KvType::kF32;
   }
-  if (dtype == "f32" || dtype == "float32") return kernels::KvType::kF32;
-  if (dtype == "f16" || dtype == "float16" || dtype == "half") return kernels::KvType::kF16;
-  if (dtype == "bf16" || dtype == "bfloat16") return kernels::KvType::kBF16;
+  if (name == "f32" || name == "float32") return kernels::KvType::kF32;
+  if (name == "f16" || name == "float16" || name == "half") return kernels::KvType::kF16;
+  if (name == "bf16" || name == "bfloat16") return kernels::KvType::kBF16;
+  if (name == "q8_0") return kernels::KvType::kQ8_0;
   VELLUM_THROW(ErrorCode::kInvalidArgument,
-               "--kv-cache-dtype '{}' is not supported; use auto, f32, f16 or bf16", dtype);
+               "KV cache type '{}' is not supported; use auto, f32, f16, bf16 or q8_0", name);
+}
+
+model::KvCacheDtype parse_kv_cache_dtype(const CacheConfig& cache) {
+  const kernels::KvType both = parse_kv_cache_type(cache.cache_dtype);
+  return {cache.cache_type_k.empty() ? both : parse_kv_cache_type(cache.cache_type_k),
+          cache.cache_type_v.empty() ? both : parse_kv_cache_type(cache.cache_type_v)};
 }
 
 const char* kv_type_name(kernels::KvType type) {
@@ -47,8 +54,14 @@ const char* kv_type_name(kernels::KvType type) {
     case kernels::KvType::kF32: return "f32";
     case kernels::KvType::kF16: return "f16";
     case kernels::KvType::kBF16: return "bf16";
+    case kernels::KvType::kQ8_0: return "q8_0";
   }
   return "?";
+}
+
+std::string kv_cache_dtype_name(const model::KvCacheDtype& dtype) {
+  if (dtype.k == dtype.v) return kv_type_name(dtype.k);
+  return fmt::format("k={},v={}", kv_type_name(dtype.k), kv_type_name(dtype.v));
 }
 
 int configure_threads(int requested) {

@@ -54,9 +54,9 @@ class DecoderModel final : public Model {
                const ModelLoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
-  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type,
+  KvCacheShape kv_cache_shape(int64_t block_size, KvCacheDtype dtype,
                               bool hybrid = false) const override {
-    KvCacheShape shape = Model::kv_cache_shape(block_size, type, hybrid);
+    KvCacheShape shape = Model::kv_cache_shape(block_size, dtype, hybrid);
     shape.num_kv_heads = num_local_kv_heads_;
     if (parallel_.pp_size() > 1) shape.layout = stage_layout(shape.layout, layer_range_);
     return shape;
@@ -456,7 +456,8 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
   attn_params.head_dim = head_dim;
   attn_params.block_size = kv.block_size;
   attn_params.scale = config_.attention_scale;
-  attn_params.kv_type = kv.type;
+  attn_params.k_type = kv.dtype.k;
+  attn_params.v_type = kv.dtype.v;
   attn_params.logit_softcap = config_.attn_logit_softcap;
   void* attn_scratch = grow_bytes(
       attention_scratch_,
@@ -538,7 +539,7 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
                  positions + t, inv_freq);
             kernels::reshape_and_cache(row + q_width, qkv_width, row + q_width + kv_width,
                                        qkv_width, k_pool, v_pool, slots + t, 1, num_kv_heads,
-                                       head_dim, kv.block_size, kv.type);
+                                       head_dim, kv.block_size, kv.dtype.k, kv.dtype.v);
           });
     }
     {

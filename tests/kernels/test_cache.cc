@@ -1,8 +1,10 @@
-// reshape_and_cache writes each token's K/V row to its slot (then read back); copy_blocks and
-// swap_blocks move whole blocks.
+// reshape_and_cache writes each token's K/V row to its slot (then read back), q8_0 rows as GGML
+// block_q8_0 (read back by the weight dequantizer, an independent reading of the layout);
+// copy_blocks and swap_blocks move whole blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -22,8 +24,9 @@ float read_cache(const std::vector<uint8_t>& pool, int64_t index, KvType type) {
     case KvType::kF32: return reinterpret_cast<const float*>(pool.data())[index];
     case KvType::kF16: return fp16_to_float(reinterpret_cast<const uint16_t*>(pool.data())[index]);
     case KvType::kBF16: return bf16_to_float(reinterpret_cast<const uint16_t*>(pool.data())[index]);
+    case KvType::kQ8_0: break;  // rows, not elements: WritesQ8_0RowsAsGgmlBlocks
   }
-  return 0.0f;
+  return std::nanf("");
 }
 
 TEST(ReshapeAndCache, WritesSlotsAndSkipsPadding) {
@@ -31,6 +34,7 @@ TEST(ReshapeAndCache, WritesSlotsAndSkipsPadding) {
     IsaScope scope(isa);
     for (KvType type : {KvType::kF32, KvType::kF16, KvType::kBF16}) {
       for (int64_t head_dim : {1, 16, 17, 64, 67, 128}) {
+        const size_t row_bytes = kv_row_bytes(type, head_dim);
         const int64_t num_tokens = 9, num_kv_heads = 2, block_size = 4, num_blocks = 6;
         const int64_t stride = num_kv_heads * head_dim + 3;  // rows with a gap between tokens
         const uint32_t seed = static_cast<uint32_t>(head_dim * 10 + static_cast<int>(type));
@@ -43,20 +47,21 @@ TEST(ReshapeAndCache, WritesSlotsAndSkipsPadding) {
         slots.resize(num_tokens);
         slots[4] = -1;
 
-        const size_t pool_bytes = num_blocks * num_kv_heads * block_size * head_dim * kv_type_size(type);
+        const size_t pool_bytes = num_blocks * num_kv_heads * block_size * row_bytes;
         const uint8_t kFill = 0x5a;
         std::vector<uint8_t> k_pool(pool_bytes, kFill), v_pool(pool_bytes, kFill);
         reshape_and_cache(k.data(), stride, v.data(), stride, k_pool.data(), v_pool.data(),
-                          slots.data(), num_tokens, num_kv_heads, head_dim, block_size, type);
+                          slots.data(), num_tokens, num_kv_heads, head_dim, block_size, type, type);
 
-        std::vector<bool> written(pool_bytes / kv_type_size(type), false);
+        std::vector<bool> written(pool_bytes / row_bytes, false);  // per row
         for (int64_t t = 0; t < num_tokens; ++t) {
           if (slots[t] < 0) continue;
           const int64_t block = slots[t] / block_size, offset = slots[t] % block_size;
           for (int64_t h = 0; h < num_kv_heads; ++h) {
+            const int64_t row = (block * num_kv_heads + h) * block_size + offset;
+            written[static_cast<size_t>(row)] = true;
             for (int64_t d = 0; d < head_dim; ++d) {
-              const int64_t index = ((block * num_kv_heads + h) * block_size + offset) * head_dim + d;
-              written[index] = true;
+              const int64_t index = row * head_dim + d;
               const float ek = testing::round_kv(k[t * stride + h * head_dim + d], type);
               const float ev = testing::round_kv(v[t * stride + h * head_dim + d], type);
               ASSERT_EQ(read_cache(k_pool, index, type), ek)
@@ -69,14 +74,75 @@ TEST(ReshapeAndCache, WritesSlotsAndSkipsPadding) {
           }
         }
         // Nothing else was touched (the padding token included).
-        const size_t elem = kv_type_size(type);
         for (size_t i = 0; i < written.size(); ++i) {
           if (written[i]) continue;
-          for (size_t b = 0; b < elem; ++b) {
-            ASSERT_EQ(k_pool[i * elem + b], kFill) << "stray write at element " << i;
-            ASSERT_EQ(v_pool[i * elem + b], kFill) << "stray write at element " << i;
+          for (size_t b = 0; b < row_bytes; ++b) {
+            ASSERT_EQ(k_pool[i * row_bytes + b], kFill) << "stray write in row " << i;
+            ASSERT_EQ(v_pool[i * row_bytes + b], kFill) << "stray write in row " << i;
           }
         }
+      }
+    }
+  }
+}
+
+// q8_0 rows: GGML's block_q8_0 (read back by the weight dequantizer), each value within half a
+// step (d / 2, d = max |x| / 127 of its block, plus the f16 rounding of d) of the input, the
+// largest magnitude of a block at +-127; K as q8_0 beside V as bf16, on every ISA the same bytes.
+TEST(ReshapeAndCache, WritesQ8_0RowsAsGgmlBlocks) {
+  const int64_t num_tokens = 7, num_kv_heads = 3, block_size = 4, num_blocks = 3;
+  std::vector<uint8_t> first_k_pool;
+  for (cpu::Isa isa : testing::isas_to_test()) {
+    IsaScope scope(isa);
+    for (int64_t head_dim : {32, 64, 256}) {
+      const int64_t stride = num_kv_heads * head_dim + 5;
+      const auto k = random_floats(num_tokens * stride, 77, -3.0f, 3.0f);
+      const auto v = random_floats(num_tokens * stride, 78, -3.0f, 3.0f);
+      std::vector<int64_t> slots(num_blocks * block_size);
+      std::iota(slots.begin(), slots.end(), 0);
+      std::shuffle(slots.begin(), slots.end(), std::mt19937(79));
+      slots.resize(num_tokens);
+      const size_t k_row_bytes = kv_row_bytes(KvType::kQ8_0, head_dim);
+      const size_t v_row_bytes = kv_row_bytes(KvType::kBF16, head_dim);
+      ASSERT_EQ(k_row_bytes, static_cast<size_t>(head_dim / 32 * 34));
+      const size_t num_rows = num_blocks * num_kv_heads * block_size;
+      std::vector<uint8_t> k_pool(num_rows * k_row_bytes, 0), v_pool(num_rows * v_row_bytes, 0);
+      reshape_and_cache(k.data(), stride, v.data(), stride, k_pool.data(), v_pool.data(),
+                        slots.data(), num_tokens, num_kv_heads, head_dim, block_size,
+                        KvType::kQ8_0, KvType::kBF16);
+      std::vector<float> row_values(head_dim);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        for (int64_t h = 0; h < num_kv_heads; ++h) {
+          const int64_t row = (slots[t] / block_size * num_kv_heads + h) * block_size +
+                              slots[t] % block_size;
+          const uint8_t* k_row = k_pool.data() + row * k_row_bytes;
+          ref::dequantize_row(row_values.data(), k_row, WeightType::kQ8_0, head_dim);
+          const float* x = k.data() + t * stride + h * head_dim;
+          for (int64_t b = 0; b < head_dim / 32; ++b) {
+            float amax = 0.0f;
+            for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+            const float step = amax / 127.0f;
+            int8_t qmax = 0;
+            for (int i = 0; i < 32; ++i) {
+              const int8_t q = static_cast<int8_t>(k_row[b * 34 + 2 + i]);
+              if (std::abs(q) > std::abs(qmax)) qmax = q;
+              ASSERT_NEAR(row_values[b * 32 + i], x[b * 32 + i], step * (0.5f + 127.0f / 2048.0f))
+                  << "isa=" << cpu::isa_name(isa) << " head_dim=" << head_dim << " token=" << t
+                  << " head=" << h << " d=" << b * 32 + i;
+            }
+            EXPECT_EQ(std::abs(qmax), 127) << "block " << b << " does not use the full range";
+          }
+          const auto* v_row = reinterpret_cast<const uint16_t*>(v_pool.data() + row * v_row_bytes);
+          for (int64_t d = 0; d < head_dim; ++d) {
+            ASSERT_EQ(bf16_to_float(v_row[d]), testing::round_kv(v[t * stride + h * head_dim + d],
+                                                                 KvType::kBF16));
+          }
+        }
+      }
+      if (head_dim == 256) {
+        if (first_k_pool.empty()) first_k_pool = k_pool;
+        EXPECT_EQ(k_pool, first_k_pool) << "isa=" << cpu::isa_name(isa)
+                                        << " wrote other q8_0 bytes than the first ISA";
       }
     }
   }
