@@ -486,7 +486,8 @@ BENCHMARK(BM_PagedAttentionLongDecode)
 
 // Long-context decode per cache type (issue 37): the BM_PagedAttentionLongDecode shape with 8 kv
 // heads, block 128, one sequence; args: context tokens, KvType. tok/s = 1 / time per step;
-// share = the K/V bytes actually read (q8_0: 34 per 32 values) over the probed read bandwidth.
+// share = the K/V bytes actually read (q8_0: 34 per 32 values, q4_0: 18, fp8: 1 + 4 per row)
+// over the probed read bandwidth.
 void BM_PagedAttentionLongDecodeKvType(benchmark::State& state) {
   run_paged_attention(state, {1, state.range(0), 32, 8, 64, static_cast<KvType>(state.range(1)), 1,
                               128});
@@ -494,7 +495,8 @@ void BM_PagedAttentionLongDecodeKvType(benchmark::State& state) {
 BENCHMARK(BM_PagedAttentionLongDecodeKvType)
     ->ArgNames({"ctx", "kv_type"})
     ->ArgsProduct({{16384, 32768},
-                   {static_cast<int>(KvType::kBF16), static_cast<int>(KvType::kQ8_0)}})
+                   {static_cast<int>(KvType::kBF16), static_cast<int>(KvType::kQ8_0),
+                    static_cast<int>(KvType::kFp8E4M3), static_cast<int>(KvType::kQ4_0)}})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // The decode kernel's arithmetic ceiling: the shape of BM_PagedAttentionLongDecode (block 128)

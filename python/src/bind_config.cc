@@ -61,6 +61,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("cache_dtype", &CacheConfig::cache_dtype)
       .def_readwrite("cache_type_k", &CacheConfig::cache_type_k)
       .def_readwrite("cache_type_v", &CacheConfig::cache_type_v)
+      .def_readwrite("kv_cache_rotate_k", &CacheConfig::kv_cache_rotate_k)
       .def_readwrite("kv_cache_memory_bytes", &CacheConfig::kv_cache_memory_bytes)
       .def_readwrite("kv_cache_fraction", &CacheConfig::kv_cache_fraction)
       .def_readwrite("enable_prefix_caching", &CacheConfig::enable_prefix_caching)

@@ -27,6 +27,7 @@ class CacheConfig:
     cache_dtype: str
     cache_type_k: str
     cache_type_v: str
+    kv_cache_rotate_k: str
     kv_cache_memory_bytes: int
     kv_cache_fraction: float
     enable_prefix_caching: bool

@@ -293,10 +293,13 @@ CommandRunner add_bench_command(CLI::App& app) {
   auto throughput_runner = add_throughput_command(*bench);
   auto serve_runner = add_serve_bench_command(*bench);
   auto perplexity_runner = add_perplexity_command(*bench);
-  return [bench, latency, lo, throughput_runner, serve_runner, perplexity_runner] {
+  auto kl_divergence_runner = add_kl_divergence_command(*bench);
+  return [bench, latency, lo, throughput_runner, serve_runner, perplexity_runner,
+          kl_divergence_runner] {
     if (latency->parsed()) return run_latency(*lo);
     if (bench->get_subcommand("serve")->parsed()) return serve_runner();
     if (bench->get_subcommand("perplexity")->parsed()) return perplexity_runner();
+    if (bench->get_subcommand("kl-divergence")->parsed()) return kl_divergence_runner();
     return throughput_runner();
   };
 }

@@ -5,6 +5,7 @@
 
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/half.h"
@@ -46,14 +47,26 @@ size_t kv_row_bytes(KvType type, int64_t head_dim) {
     case KvType::kF32: return static_cast<size_t>(head_dim) * 4;
     case KvType::kF16:
     case KvType::kBF16: return static_cast<size_t>(head_dim) * 2;
-    case KvType::kQ8_0: return static_cast<size_t>(head_dim / kQ8_0BlockSize) * sizeof(BlockQ8_0);
+    case KvType::kQ8_0: return static_cast<size_t>(head_dim / kQK) * sizeof(BlockQ8_0);
+    case KvType::kQ4_0: return static_cast<size_t>(head_dim / kQK) * sizeof(BlockQ4_0);
+    case KvType::kFp8E4M3:
+    case KvType::kFp8E5M2: return sizeof(float) + static_cast<size_t>(head_dim);
   }
   return 0;
 }
 
-int64_t kv_block_elems(KvType type) { return kv_type_is_quantized(type) ? kQ8_0BlockSize : 1; }
+int64_t kv_block_elems(KvType type) {
+  return type == KvType::kQ8_0 || type == KvType::kQ4_0 ? kQK : 1;
+}
 
-bool kv_type_is_quantized(KvType type) { return type == KvType::kQ8_0; }
+bool kv_type_pair_supported(KvType k_type, KvType v_type) {
+  return k_type == v_type || v_type == KvType::kF16 || v_type == KvType::kBF16 ||
+         v_type == KvType::kQ8_0;
+}
+
+bool kv_type_is_quantized(KvType type) {
+  return type != KvType::kF32 && type != KvType::kF16 && type != KvType::kBF16;
+}
 
 size_t weight_row_bytes(WeightType type, int64_t n) {
   const WeightTypeInfo& info = weight_type_info(type);
@@ -102,6 +115,25 @@ void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids) {
   pick(avx512::get_rows, avx2::get_rows, ref::get_rows)(out, table, type, dim, ids, num_ids);
+}
+
+void hadamard_rotate(float* x, int64_t stride, int64_t num_rows, int64_t n) {
+  const float norm = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t r = 0; r < num_rows; ++r) {
+    float* row = x + r * stride;  // (n)
+    // Fast Walsh-Hadamard transform: log2 n butterfly passes, then the 1/sqrt(n) normalisation.
+    for (int64_t half = 1; half < n; half *= 2) {
+      for (int64_t i = 0; i < n; i += 2 * half) {
+        for (int64_t j = i; j < i + half; ++j) {
+          const float a = row[j];
+          const float b = row[j + half];
+          row[j] = a + b;
+          row[j + half] = a - b;
+        }
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) row[i] *= norm;
+  }
 }
 
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,

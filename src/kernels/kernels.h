@@ -27,15 +27,24 @@ inline constexpr int kNumWeightTypes = 15;
 //   kF32 / kF16 / kBF16: head_dim values;
 //   kQ8_0: head_dim / 32 GGML block_q8_0 blocks (an f16 scale d, then 32 int8 q; x = d * q),
 //          byte for byte llama.cpp's q8_0 cache type. head_dim must be a multiple of 32.
+//   kQ4_0: head_dim / 32 GGML block_q4_0 blocks (an f16 scale d, then 16 bytes: value j in the
+//          low nibble of byte j, value j + 16 in its high nibble; x = d * (q - 8)), llama.cpp's
+//          q4_0. head_dim must be a multiple of 32.
+//   kFp8E4M3 / kFp8E5M2: an f32 scale s for the row (per token and head), then head_dim OCP fp8
+//          bytes f (E4M3: max 448, no infinities; E5M2: max 57344); x = s * f. vLLM's fp8 types.
 // A quantized row's scales sit inside it, so a block of rows moves (swap, copy-on-write) as
 // plain bytes, and its scale of element e lies at a place that depends on e only, not head_dim.
-enum class KvType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
+enum class KvType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kFp8E4M3, kFp8E5M2 };
 
 // Bytes of one cache row of head_dim values (see KvType).
 size_t kv_row_bytes(KvType type, int64_t head_dim);
 // Values per scale block (1 for the float types): head_dim must be a multiple of it.
 int64_t kv_block_elems(KvType type);
 bool kv_type_is_quantized(KvType type);
+// Whether the vector attention kernels have a compiled path for K as k_type with V as v_type:
+// one type for both, or any K with a bf16, f16 or q8_0 V. Other pairs run the scalar reference;
+// the engine refuses them.
+bool kv_type_pair_supported(KvType k_type, KvType v_type);
 // Bytes of one row of `n` elements (n a multiple of the type's block size: 32 for Q4_0 ... Q8_0
 // and IQ4_NL, 256 for the K types and IQ4_XS).
 size_t weight_row_bytes(WeightType type, int64_t n);
@@ -80,6 +89,13 @@ void rope_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t nu
 void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64_t num_heads,
                        int64_t head_dim, int64_t rot_dim, const int32_t* positions,
                        const float* inv_freq);
+
+// x[r, :] := H x[r, :] for each of num_rows rows of n values (row stride `stride`), H the
+// orthonormal Walsh-Hadamard matrix of order n (a power of two; H = H^T = H^-1). Rotating both
+// q and k leaves q . k unchanged, and spreads an outlier dimension of k over all n values before
+// a 4-bit cache quantizes them (llama.cpp's attention rotation). One scalar version for every ISA:
+// n log2 n additions per row, a few thousand per token, nothing beside the projections.
+void hadamard_rotate(float* x, int64_t stride, int64_t num_rows, int64_t n);
 
 // out[t, :] = dequantized row ids[t] of table (n_rows_table, dim) stored as `type`.
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,

@@ -537,6 +537,8 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
             float* row = q + t * qkv_width;
             rope(row, qkv_width, 1, num_heads + num_kv_heads, head_dim, config_.rope_dim,
                  positions + t, inv_freq);
+            // q's heads and k's together (k follows q in the row): scores stay the same.
+            if (kv.dtype.rotate_k) kernels::hadamard_rotate(row, head_dim, num_heads + num_kv_heads, head_dim);
             kernels::reshape_and_cache(row + q_width, qkv_width, row + q_width + kv_width,
                                        qkv_width, k_pool, v_pool, slots + t, 1, num_kv_heads,
                                        head_dim, kv.block_size, kv.dtype.k, kv.dtype.v);

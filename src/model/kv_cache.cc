@@ -78,6 +78,12 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t num_blocks)
                  "dim is {}; use --kv-cache-dtype bf16 (or f16) for it",
                  kernels::kv_block_elems(type), shape.head_dim);
   }
+  const int64_t head_dim = shape.head_dim;
+  VELLUM_CHECK(!shape.dtype.rotate_k || (head_dim > 0 && (head_dim & (head_dim - 1)) == 0),
+               ErrorCode::kInvalidArgument,
+               "rotating K by a Hadamard matrix needs a power-of-two head dim, this model's is {}; "
+               "use --kv-cache-rotate-k off",
+               head_dim);
   const auto k_pool_bytes = static_cast<size_t>(num_blocks * shape.k_pool_block_bytes());
   const auto v_pool_bytes = static_cast<size_t>(num_blocks * shape.v_pool_block_bytes());
   k_pools_.reserve(static_cast<size_t>(shape.num_slots()));

@@ -48,6 +48,10 @@ struct KvCacheLayout {
 struct KvCacheDtype {
   kernels::KvType k = kernels::KvType::kF32;
   kernels::KvType v = kernels::KvType::kF32;
+  // K (and every query with it) is stored rotated by the Walsh-Hadamard matrix of order head_dim
+  // (kernels::hadamard_rotate; scores unchanged), so that a 4-bit K block does not spend its
+  // scale on one outlier dimension. Needs a power-of-two head dim.
+  bool rotate_k = false;
 
   KvCacheDtype() = default;
   KvCacheDtype(kernels::KvType k_type, kernels::KvType v_type) : k(k_type), v(v_type) {}

@@ -426,9 +426,10 @@ TEST(PagedAttention, ThreadCountDoesNotChangeBits) {
   omp_set_num_threads(saved);
 }
 
-// Quantized caches: the kernels read the q8_0 rows that reshape_and_cache wrote (no dequantized
-// copy), so against the dense attention over the dequantized rows they are as exact as on f32.
-// Head dims are multiples of the 32-value block; K and V of one type and of two.
+// Quantized caches: the kernels read the q8_0 / q4_0 / fp8 rows that reshape_and_cache wrote (no
+// dequantized copy), so against the dense attention over the dequantized rows they are as exact
+// as on f32. Head dims are multiples of the 32-value block (fp8 below also takes tails); K and V
+// of one type and of two.
 TEST(PagedAttention, QuantizedCachesMatchDenseAttention) {
   const std::vector<SeqSpec> mixed = {{37, 1}, {0, 1}, {20, 37}, {70, 1}, {0, 9}};
   const int64_t head_dims[] = {64, 32, 128, 96, 256};
@@ -436,17 +437,36 @@ TEST(PagedAttention, QuantizedCachesMatchDenseAttention) {
                                                 {KvType::kQ8_0, KvType::kBF16},
                                                 {KvType::kBF16, KvType::kQ8_0},
                                                 {KvType::kQ8_0, KvType::kF16},
-                                                {KvType::kF32, KvType::kQ8_0}};
+                                                {KvType::kF32, KvType::kQ8_0},
+                                                {KvType::kQ4_0, KvType::kQ4_0},
+                                                {KvType::kQ4_0, KvType::kQ8_0},
+                                                {KvType::kFp8E4M3, KvType::kFp8E4M3},
+                                                {KvType::kFp8E5M2, KvType::kFp8E5M2},
+                                                {KvType::kFp8E4M3, KvType::kBF16}};
+  // Each pair on four of the (GQA group, block size) shapes, the shapes taken in turn so that
+  // every shape meets several types (all 144 would cost the suite minutes).
+  const int64_t groups[] = {1, 3, 4, 8};
+  const int64_t block_sizes[] = {1, 16, 32};
   uint32_t seed = 900;
   int variant = 0;
-  for (int64_t group : {1, 3, 4, 8}) {
-    for (int64_t block_size : {1, 16, 32}) {
-      for (const auto& [k_type, v_type] : kv_pairs) {
-        Case c{2, group, head_dims[variant++ % 5], block_size, k_type, mixed, seed++};
-        c.v_type = v_type;
-        if (group == 8) c.num_kv_heads = 1;
-        run_case(c);
-      }
+  for (const auto& [k_type, v_type] : kv_pairs) {
+    for (int shape = 0; shape < 4; ++shape, ++variant) {
+      const int64_t group = groups[variant % 4];
+      Case c{2, group, head_dims[variant % 5], block_sizes[variant / 4 % 3], k_type, mixed, seed++};
+      c.v_type = v_type;
+      if (group == 8) c.num_kv_heads = 1;
+      run_case(c);
+    }
+  }
+}
+
+// fp8 rows take any head dim: vector tails and head dims below one vector.
+TEST(PagedAttention, Fp8CachesWithHeadDimTails) {
+  const std::vector<SeqSpec> mixed = {{37, 1}, {0, 1}, {20, 37}, {70, 1}};
+  uint32_t seed = 940;
+  for (KvType type : {KvType::kFp8E4M3, KvType::kFp8E5M2}) {
+    for (int64_t head_dim : {20, 80, 17, 8, 200}) {
+      run_case({2, 3, head_dim, 16, type, mixed, seed++});
     }
   }
 }
@@ -454,9 +474,12 @@ TEST(PagedAttention, QuantizedCachesMatchDenseAttention) {
 TEST(PagedAttention, QuantizedSlidingWindowsSoftcapsAndLongContexts) {
   const std::vector<SeqSpec> mixed = {{70, 1}, {37, 1}, {20, 37}, {0, 40}, {0, 1}, {5, 2}};
   uint32_t seed = 950;
+  const KvType types[] = {KvType::kQ8_0, KvType::kQ4_0, KvType::kFp8E4M3};
+  int variant = 0;
   for (int64_t window : {1, 16, 33, 100}) {
     for (int64_t block_size : {16, 7}) {
-      run_case({2, 4, 64, block_size, KvType::kQ8_0, mixed, seed++, window, window == 33 ? 5.0f : 0.0f});
+      run_case({2, 4, 64, block_size, types[variant++ % 3], mixed, seed++, window,
+                window == 33 ? 5.0f : 0.0f});
     }
   }
   // Several 512-key partitions split over the threads, a window across a partition boundary, a
@@ -464,6 +487,8 @@ TEST(PagedAttention, QuantizedSlidingWindowsSoftcapsAndLongContexts) {
   run_case({1, 3, 64, 16, KvType::kQ8_0, {{4500, 1}}, 960});
   run_case({2, 4, 64, 16, KvType::kQ8_0, {{3500, 20}}, 961, 1500});
   run_case({1, 4, 256, 32, KvType::kQ8_0, {{3000, 1}, {600, 3}}, 962, 512});
+  run_case({1, 4, 64, 128, KvType::kQ4_0, {{4200, 1}, {100, 30}}, 964});
+  run_case({2, 2, 128, 16, KvType::kFp8E4M3, {{3100, 1}}, 965, 700});
   Case mixed_types{1, 4, 128, 16, KvType::kQ8_0, {{4100, 1}, {30, 9}}, 963};
   mixed_types.v_type = KvType::kBF16;
   run_case(mixed_types);

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "kernel_test_util.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_quant.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels {
@@ -24,7 +26,7 @@ float read_cache(const std::vector<uint8_t>& pool, int64_t index, KvType type) {
     case KvType::kF32: return reinterpret_cast<const float*>(pool.data())[index];
     case KvType::kF16: return fp16_to_float(reinterpret_cast<const uint16_t*>(pool.data())[index]);
     case KvType::kBF16: return bf16_to_float(reinterpret_cast<const uint16_t*>(pool.data())[index]);
-    case KvType::kQ8_0: break;  // rows, not elements: WritesQ8_0RowsAsGgmlBlocks
+    default: break;  // quantized: rows, not elements (WritesQ8_0RowsAsGgmlBlocks, ...)
   }
   return std::nanf("");
 }
@@ -143,6 +145,86 @@ TEST(ReshapeAndCache, WritesQ8_0RowsAsGgmlBlocks) {
         if (first_k_pool.empty()) first_k_pool = k_pool;
         EXPECT_EQ(k_pool, first_k_pool) << "isa=" << cpu::isa_name(isa)
                                         << " wrote other q8_0 bytes than the first ISA";
+      }
+    }
+  }
+}
+
+// q4_0 rows: GGML's block_q4_0 (read back by the weight dequantizer); each value within half a
+// step d = (the value of largest magnitude) / -8, or one step at the clamped end of the range.
+TEST(ReshapeAndCache, WritesQ4_0RowsAsGgmlBlocks) {
+  const int64_t head_dim = 128;
+  const auto x = random_floats(head_dim, 81, -3.0f, 3.0f);
+  std::vector<uint8_t> row(kv_row_bytes(KvType::kQ4_0, head_dim));
+  ASSERT_EQ(row.size(), static_cast<size_t>(head_dim / 32 * 18));
+  const int64_t slot = 0;
+  std::vector<uint8_t> v_row(kv_row_bytes(KvType::kBF16, head_dim));
+  reshape_and_cache(x.data(), head_dim, x.data(), head_dim, row.data(), v_row.data(), &slot, 1, 1,
+                    head_dim, 1, KvType::kQ4_0, KvType::kBF16);
+  std::vector<float> values(head_dim);
+  ref::dequantize_row(values.data(), row.data(), WeightType::kQ4_0, head_dim);
+  for (int64_t b = 0; b < head_dim / 32; ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+    const float step = amax / 8.0f * (1.0f + 1.0f / 1024.0f);  // d, f16-rounded
+    for (int i = 0; i < 32; ++i) {
+      const float error = std::fabs(values[b * 32 + i] - x[b * 32 + i]);
+      EXPECT_LE(error, step) << "d=" << b * 32 + i;
+      if (std::fabs(x[b * 32 + i]) == amax) {
+        EXPECT_LE(error, amax / 1024.0f) << "the block's max";
+      }
+    }
+  }
+}
+
+// fp8 rows: an f32 scale s = max|x| / the format's largest finite value, then one byte per value;
+// every representable value (times s) comes back exactly, and others within half a step. A row
+// holding the largest finite value has s = 1, so its bytes are the formats' own encodings.
+TEST(ReshapeAndCache, WritesFp8RowsWithAScalePerTokenAndHead) {
+  for (const bool e4m3 : {true, false}) {
+    const KvType type = e4m3 ? KvType::kFp8E4M3 : KvType::kFp8E5M2;
+    const float largest = e4m3 ? 448.0f : 57344.0f;
+    // Every non-negative finite encoding, as the float it stands for (E4M3 0x7f is NaN; E5M2
+    // from 0x7c on are infinities and NaNs).
+    std::vector<float> exact;
+    for (int f = 0; f < (e4m3 ? 0x7f : 0x7c); ++f) {
+      const int exponent = e4m3 ? f >> 3 : f >> 2;
+      const int mantissa = e4m3 ? f & 7 : f & 3;
+      const int bias = e4m3 ? 7 : 15;
+      const float unit = e4m3 ? 8.0f : 4.0f;
+      exact.push_back(exponent == 0 ? std::ldexp(mantissa / unit, 1 - bias)
+                                    : std::ldexp(1.0f + mantissa / unit, exponent - bias));
+    }
+    ASSERT_EQ(exact.back(), largest);
+    for (size_t i = 0; i < exact.size(); i += 2) exact[i] = -exact[i];  // both signs
+    const auto n = static_cast<int64_t>(exact.size());
+    std::vector<uint8_t> k_row(kv_row_bytes(type, n)), v_row(kv_row_bytes(type, n));
+    ASSERT_EQ(k_row.size(), static_cast<size_t>(4 + n));
+    const int64_t slot = 0;
+    // V: the values times 3, each nudged off the grid by 1/40 of itself (less than half a step
+    // everywhere, subnormals included), the largest kept: the scale is 3 and rounding to nearest
+    // brings every value back to 3 times its grid value.
+    std::vector<float> nudged(exact.size());
+    for (size_t i = 0; i < exact.size(); ++i) {
+      const float nudge = i + 1 == exact.size() ? 1.0f : (i % 2 == 1 ? 1.025f : 0.975f);
+      nudged[i] = 3.0f * exact[i] * nudge;
+    }
+    for (cpu::Isa isa : testing::isas_to_test()) {
+      IsaScope scope(isa);
+      reshape_and_cache(exact.data(), n, nudged.data(), n, k_row.data(), v_row.data(), &slot, 1, 1,
+                        n, 1, type, type);
+      std::vector<float> back(exact.size());
+      dequantize_kv_row(back.data(), k_row.data(), n, type);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(back[i], exact[i]) << (e4m3 ? "e4m3" : "e5m2") << " value " << exact[i];
+        ASSERT_EQ(k_row[4 + i] & 0x7f, i) << "the encoding of " << exact[i];
+      }
+      float scale;
+      std::memcpy(&scale, v_row.data(), sizeof(float));
+      EXPECT_EQ(scale, 3.0f);
+      dequantize_kv_row(back.data(), v_row.data(), n, type);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(back[i], 3.0f * exact[i]) << (e4m3 ? "e4m3" : "e5m2") << " input " << nudged[i];
       }
     }
   }

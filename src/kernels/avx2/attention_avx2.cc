@@ -28,6 +28,7 @@
 #include "kernels/threads.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/vec_math.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels::avx2 {
 namespace {
@@ -103,6 +104,51 @@ struct KvQ8_0 {
     return _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
   }
   static __m256 load(Row row, int64_t c, int64_t /*n*/) { return load(row, c); }
+};
+// GGML block_q4_0 rows: value c in block c / 32 (an f16 scale, then 16 bytes), in the low nibble
+// of byte c % 32 for the block's first 16 values, the high nibble of byte c % 32 - 16 after.
+struct KvQ4_0 {
+  static constexpr KvType kType = KvType::kQ4_0;
+  static __m256 load(Row row, int64_t c) {
+    const Row block = row + (c / 32) * 18;
+    const int64_t in_block = c % 32;
+    __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + in_block % 16));
+    if (in_block >= 16) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
+    uint16_t scale_bits;
+    std::memcpy(&scale_bits, block, 2);
+    const __m256i centred = _mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(scale_bits)), _mm256_cvtepi32_ps(centred));
+  }
+  static __m256 load(Row row, int64_t c, int64_t /*n*/) { return load(row, c); }
+};
+// fp8 rows: an f32 scale, then one byte per value. E5M2 is an f16's upper byte. E4M3's seven
+// magnitude bits shifted into an f16's place read as an f16 with bias 15 instead of 7: 2^-8 of
+// the value, subnormals included; the scale carries the 2^8 back.
+template <bool kE4M3>
+struct KvFp8 {
+  static constexpr KvType kType = kE4M3 ? KvType::kFp8E4M3 : KvType::kFp8E5M2;
+  static __m256 convert(__m128i bytes, Row row) {
+    const __m128i wide = _mm_cvtepu8_epi16(bytes);
+    __m128i h;
+    if constexpr (kE4M3) {
+      h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(wide, _mm_set1_epi16(0x7f)), 7),
+                       _mm_slli_epi16(_mm_and_si128(wide, _mm_set1_epi16(0x80)), 8));
+    } else {
+      h = _mm_slli_epi16(wide, 8);
+    }
+    float scale;
+    std::memcpy(&scale, row, sizeof(float));
+    return _mm256_mul_ps(_mm256_set1_ps(kE4M3 ? scale * 256.0f : scale), _mm256_cvtph_ps(h));
+  }
+  static __m256 load(Row row, int64_t c) {
+    return convert(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + 4 + c)), row);
+  }
+  static __m256 load(Row row, int64_t c, int64_t n) {
+    uint64_t bytes = 0;
+    std::memcpy(&bytes, row + 4 + c, static_cast<size_t>(n));
+    return convert(_mm_cvtsi64_si128(static_cast<long long>(bytes)), row);
+  }
 };
 
 // Sums of each of 8 vectors, as one vector (lane t = sum of v[t]).
@@ -439,13 +485,16 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                      void* workspace) {
   const Plan plan(p, block_tables, seq_lens, query_start_loc, workspace);
   const Inputs in{out, q, q_stride, k_cache, v_cache, p};
-  // Any K type with any V type (llama.cpp's --cache-type-k / --cache-type-v).
+  // K and V of one type, or any K with a bf16, f16 or q8_0 V (kv_type_pair_supported): each pair
+  // is a compiled copy of the kernel, so not all 49.
   auto with_v = [&]<class Kk>() {
+    if (p.v_type == Kk::kType) return run<Kk, Kk>(in, plan);
     switch (p.v_type) {
-      case KvType::kF32: return run<Kk, KvF32>(in, plan);
       case KvType::kF16: return run<Kk, KvF16>(in, plan);
       case KvType::kBF16: return run<Kk, KvBF16>(in, plan);
       case KvType::kQ8_0: return run<Kk, KvQ8_0>(in, plan);
+      default: return ref::paged_attention(in.out, in.q, in.q_stride, in.k_cache, in.v_cache,
+                                           block_tables, seq_lens, query_start_loc, p, nullptr);
     }
   };
   switch (p.k_type) {
@@ -453,6 +502,9 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
     case KvType::kF16: return with_v.template operator()<KvF16>();
     case KvType::kBF16: return with_v.template operator()<KvBF16>();
     case KvType::kQ8_0: return with_v.template operator()<KvQ8_0>();
+    case KvType::kQ4_0: return with_v.template operator()<KvQ4_0>();
+    case KvType::kFp8E4M3: return with_v.template operator()<KvFp8<true>>();
+    case KvType::kFp8E5M2: return with_v.template operator()<KvFp8<false>>();
   }
 }
 

@@ -43,6 +43,7 @@
 #include "kernels/threads.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/vec_math.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels::avx512 {
 namespace {
@@ -154,6 +155,45 @@ struct KvQ8_0 {
     std::memcpy(&scale_bits, block, 2);
     return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(scale_bits)),
                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+};
+// GGML block_q4_0 rows: chunk c is half c % 2 of block c / 2 (18 bytes: an f16 scale, then
+// 16 bytes holding the block's first 16 values in their low nibbles, the next 16 in the high).
+struct KvQ4_0 {
+  using T = uint8_t;
+  static constexpr KvType kType = KvType::kQ4_0;
+  static constexpr bool kDot = false;
+  static __m512 load(Row row, int64_t c, __mmask16 /*m*/) {
+    const Row block = row + (c / 2) * 18;
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    if (c % 2 == 1) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
+    uint16_t scale_bits;
+    std::memcpy(&scale_bits, block, 2);
+    const __m512i centred = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(scale_bits)), _mm512_cvtepi32_ps(centred));
+  }
+};
+// fp8 rows: an f32 scale, then one byte per value. E5M2 is an f16's upper byte. E4M3's seven
+// magnitude bits shifted into an f16's place read as an f16 with bias 15 instead of 7: 2^-8 of
+// the value, subnormals included; the scale carries the 2^8 back.
+template <bool kE4M3>
+struct KvFp8 {
+  using T = uint8_t;
+  static constexpr KvType kType = kE4M3 ? KvType::kFp8E4M3 : KvType::kFp8E5M2;
+  static constexpr bool kDot = false;
+  static __m512 load(Row row, int64_t c, __mmask16 m) {
+    const __m256i wide = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, row + 4 + c * 16));
+    __m256i h;
+    if constexpr (kE4M3) {
+      h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(wide, _mm256_set1_epi16(0x7f)), 7),
+                          _mm256_slli_epi16(_mm256_and_si256(wide, _mm256_set1_epi16(0x80)), 8));
+    } else {
+      h = _mm256_slli_epi16(wide, 8);
+    }
+    float scale;
+    std::memcpy(&scale, row, sizeof(float));
+    return _mm512_mul_ps(_mm512_set1_ps(kE4M3 ? scale * 256.0f : scale), _mm512_cvtph_ps(h));
   }
 };
 // A bf16 cache read by VDPBF16PS (AVX512-BF16): no load() to f32, see the file comment.
@@ -930,13 +970,16 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
       cpu::selected_isa() >= cpu::Isa::kAvx512Bf16) {
     return run<KvBF16Dot, KvBF16Dot>(in, plan);
   }
-  // Any K type with any V type (llama.cpp's --cache-type-k / --cache-type-v).
+  // K and V of one type, or any K with a bf16, f16 or q8_0 V (kv_type_pair_supported): each pair
+  // is a compiled copy of the kernel, so not all 49.
   auto with_v = [&]<class Kk>() {
+    if (p.v_type == Kk::kType) return run<Kk, Kk>(in, plan);
     switch (p.v_type) {
-      case KvType::kF32: return run<Kk, KvF32>(in, plan);
       case KvType::kF16: return run<Kk, KvF16>(in, plan);
       case KvType::kBF16: return run<Kk, KvBF16>(in, plan);
       case KvType::kQ8_0: return run<Kk, KvQ8_0>(in, plan);
+      default: return ref::paged_attention(in.out, in.q, in.q_stride, in.k_cache, in.v_cache,
+                                           block_tables, seq_lens, query_start_loc, p, nullptr);
     }
   };
   switch (p.k_type) {
@@ -944,6 +987,9 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
     case KvType::kF16: return with_v.template operator()<KvF16>();
     case KvType::kBF16: return with_v.template operator()<KvBF16>();
     case KvType::kQ8_0: return with_v.template operator()<KvQ8_0>();
+    case KvType::kQ4_0: return with_v.template operator()<KvQ4_0>();
+    case KvType::kFp8E4M3: return with_v.template operator()<KvFp8<true>>();
+    case KvType::kFp8E5M2: return with_v.template operator()<KvFp8<false>>();
   }
 }
 
