@@ -42,10 +42,10 @@ void add_engine_options(CLI::App& app, EngineConfig& config, EngineOptionStrings
                  "q8_0 (8-bit, blocks of 32 with an f16 scale: ~1.9x the tokens of bf16), q4_0 "
                  "(4-bit, ~3.6x), fp8 = fp8_e4m3 or fp8_e5m2 (a scale per token and head)")
       ->check(CLI::IsMember(kv_types));
-  app.add_option("--cache-type-k,-ctk", config.cache.cache_type_k,
+  app.add_option("--cache-type-k", config.cache.cache_type_k,
                  "Storage of the K cache alone (as --kv-cache-dtype; llama.cpp's name)")
       ->check(CLI::IsMember(kv_types));
-  app.add_option("--cache-type-v,-ctv", config.cache.cache_type_v,
+  app.add_option("--cache-type-v", config.cache.cache_type_v,
                  "Storage of the V cache alone (as --kv-cache-dtype; llama.cpp's name)")
       ->check(CLI::IsMember(kv_types));
   app.add_option("--kv-cache-rotate-k", config.cache.kv_cache_rotate_k,

@@ -14,6 +14,20 @@ int64_t KvCacheShape::v_pool_block_bytes() const {
   return num_kv_heads * block_size * static_cast<int64_t>(kernels::kv_row_bytes(dtype.v, head_dim));
 }
 
+void KvCacheShape::check_dtype() const {
+  for (const kernels::KvType type : {dtype.k, dtype.v}) {
+    VELLUM_CHECK(head_dim % kernels::kv_block_elems(type) == 0, ErrorCode::kInvalidArgument,
+                 "a quantized KV cache type stores blocks of {} values, but this model's head "
+                 "dim is {}; use --kv-cache-dtype bf16 (or f16, or fp8) for it",
+                 kernels::kv_block_elems(type), head_dim);
+  }
+  VELLUM_CHECK(!dtype.rotate_k || (head_dim > 0 && (head_dim & (head_dim - 1)) == 0),
+               ErrorCode::kInvalidArgument,
+               "rotating K by a Hadamard matrix needs a power-of-two head dim, this model's is {}; "
+               "use --kv-cache-rotate-k off",
+               head_dim);
+}
+
 int64_t KvCacheShape::bytes_per_block() const {
   return num_slots() * (k_pool_block_bytes() + v_pool_block_bytes());
 }
@@ -71,19 +85,7 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t num_blocks)
   VELLUM_CHECK(shape.num_slots() > 0 &&
                    static_cast<int64_t>(shape.layout.layer_slot.size()) == shape.layout.num_layers(),
                ErrorCode::kInternal, "KV cache layout without slots");
-  for (const kernels::KvType type : {shape.dtype.k, shape.dtype.v}) {
-    VELLUM_CHECK(shape.head_dim % kernels::kv_block_elems(type) == 0,
-                 ErrorCode::kInvalidArgument,
-                 "a quantized KV cache type stores blocks of {} values, but this model's head "
-                 "dim is {}; use --kv-cache-dtype bf16 (or f16) for it",
-                 kernels::kv_block_elems(type), shape.head_dim);
-  }
-  const int64_t head_dim = shape.head_dim;
-  VELLUM_CHECK(!shape.dtype.rotate_k || (head_dim > 0 && (head_dim & (head_dim - 1)) == 0),
-               ErrorCode::kInvalidArgument,
-               "rotating K by a Hadamard matrix needs a power-of-two head dim, this model's is {}; "
-               "use --kv-cache-rotate-k off",
-               head_dim);
+  shape.check_dtype();
   const auto k_pool_bytes = static_cast<size_t>(num_blocks * shape.k_pool_block_bytes());
   const auto v_pool_bytes = static_cast<size_t>(num_blocks * shape.v_pool_block_bytes());
   k_pools_.reserve(static_cast<size_t>(shape.num_slots()));

@@ -71,6 +71,9 @@ struct KvCacheShape {
   // Bytes of one block in one slot's K pool, and in its V pool.
   int64_t k_pool_block_bytes() const;
   int64_t v_pool_block_bytes() const;
+  // Throws vellum::Error naming the fix when the dtype does not fit head_dim (a 32-value block
+  // type on another head dim, a Hadamard rotation on a head dim that is not a power of two).
+  void check_dtype() const;
   // Bytes one block id costs across all slots, K and V: what the memory budget divides by.
   int64_t bytes_per_block() const;
 };

@@ -63,9 +63,11 @@ class Model {
   virtual KvCacheShape kv_cache_shape(int64_t block_size, KvCacheDtype dtype,
                                       bool hybrid = false) const {
     const ModelConfig& c = config();
-    return KvCacheShape{c.num_kv_heads, c.head_dim, block_size, dtype,
-                        hybrid ? KvCacheLayout::hybrid(c.layer_is_sliding, c.sliding_window)
-                               : KvCacheLayout::single_group(c.layer_is_sliding, c.sliding_window)};
+    KvCacheShape shape{c.num_kv_heads, c.head_dim, block_size, dtype,
+                       hybrid ? KvCacheLayout::hybrid(c.layer_is_sliding, c.sliding_window)
+                              : KvCacheLayout::single_group(c.layer_is_sliding, c.sliding_window)};
+    shape.check_dtype();  // before anything divides by its bytes
+    return shape;
   }
 
   // Bytes of weights one forward pass of one token reads (for bandwidth reports; with

@@ -28,7 +28,8 @@ TEST(KlDivergence, TwoTokenDistributions) {
   EXPECT_NEAR(c.nll_test, std::log(4.0), 1e-6);
   // The base's tie resolves to the first token, as the test's argmax.
   EXPECT_TRUE(c.same_top1);
-  const TokenComparison swapped = compare_next_token(test, {0.0f, 1.0f}, 0);
+  const std::vector<float> second_favoured = {0.0f, 1.0f};
+  const TokenComparison swapped = compare_next_token(test, second_favoured, 0);
   EXPECT_FALSE(swapped.same_top1);
 }
 

@@ -83,6 +83,7 @@ TEST(EngineKvQuant, Q8_0PrefixHitsSwapsAndCopiesKeepTheTokens) {
   tight.scheduler.preemption_mode = "swap";
   tight.cache.swap_space_bytes = int64_t{64} << 20;
   tight.cache.num_blocks_override = 14;
+  tight.model.max_model_len = 192;  // one sequence must fit the 13 blocks
   EngineStats tight_stats;
   EXPECT_EQ(run_mix(tight, &tight_stats), want) << "swapping q8_0 blocks changed the tokens";
   EXPECT_GT(tight_stats.num_preemptions, 0) << "the tight budget should preempt";
