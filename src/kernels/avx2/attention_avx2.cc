@@ -14,9 +14,9 @@
 //
 // AVX2 differences: 16 ymm registers, so scores go 8 keys at a time (8 FMA chains + the query);
 // no masked 16-bit loads, so f16/bf16 rows with a head-dim tail go through load_u16(p, n).
-// Quantized caches (q8_0): K rows are converted to f32 once per tile like f16/bf16 (each key is
-// reused by every row), V chunks are converted in registers as they are read; the cache itself is
-// never copied. K and V are template parameters apart, so they may differ in type.
+// Quantized caches (q8_0, q4_0, fp8): K rows are converted to f32 once per tile like f16/bf16
+// (each key is reused by every row), V chunks are converted in registers as they are read; the
+// cache itself is never copied. K and V are template parameters apart, so they may differ in type.
 #include <immintrin.h>
 
 #include <algorithm>

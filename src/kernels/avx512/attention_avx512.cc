@@ -27,8 +27,8 @@
 // accumulators stay f32. No conversion of K or V to f32: about half the instructions per key.
 // P·V pairs two keys per 32-bit lane (their V rows interleaved), so during a partition the
 // accumulators hold the head dims in the interleaved order (see unpermute_acc).
-// Quantized caches (q8_0, GGML blocks of 32 with an f16 scale): read where the 16-bit types are,
-// each 16-value chunk widened int8 -> f32 and scaled in registers (K converted once per tile into
+// Quantized caches (q8_0 / q4_0 GGML blocks of 32 with an f16 scale, fp8 rows with an f32 scale):
+// read where the 16-bit types are, each 16-value chunk widened to f32 and scaled in registers (K converted once per tile into
 // tl.k when many rows share it, as f16/bf16 are); the cache itself is never copied. K and V are
 // template parameters apart (Kk, Kv), so they may differ in type; the bf16 dot path needs both.
 #include <immintrin.h>
