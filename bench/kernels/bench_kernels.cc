@@ -400,15 +400,15 @@ struct AttentionShape {
 void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
   const int64_t blocks_per_seq = shape.ctx / shape.block_size;
   const int64_t num_blocks = shape.num_seqs * blocks_per_seq + 1;
-  const size_t pool_bytes = num_blocks * shape.num_kv_heads * shape.block_size * shape.head_dim *
-                            kv_type_size(shape.kv_type);
+  const size_t pool_bytes =
+      num_blocks * shape.num_kv_heads * shape.block_size * kv_row_bytes(shape.kv_type, shape.head_dim);
   const int num_layers =
       shape.from_cache ? 1 : static_cast<int>(std::max<size_t>(2, kStreamBytes / 2 / (2 * pool_bytes)));
   std::vector<AlignedBuffer> k_pools, v_pools;
   for (int l = 0; l < num_layers; ++l) {
     k_pools.emplace_back(pool_bytes);
     v_pools.emplace_back(pool_bytes);
-    std::memset(k_pools.back().data(), 0x3c, pool_bytes);  // small finite values in any type
+    std::memset(k_pools.back().data(), 0x3c, pool_bytes);  // finite values in any type (q8_0: 63)
     std::memset(v_pools.back().data(), 0x3c, pool_bytes);
   }
   std::vector<int32_t> ids(num_blocks - 1);
@@ -428,7 +428,8 @@ void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
   p.block_size = shape.block_size;
   p.max_blocks_per_seq = blocks_per_seq;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  p.kv_type = shape.kv_type;
+  p.k_type = shape.kv_type;
+  p.v_type = shape.kv_type;
   AlignedBuffer workspace(paged_attention_workspace_bytes(p, shape.ctx, omp_get_max_threads()));
   int layer = 0;
   for (auto _ : state) {
@@ -440,7 +441,7 @@ void run_paged_attention(benchmark::State& state, const AttentionShape& shape) {
   }
   if (shape.q_len == 1) {
     const int64_t step_bytes = 2 * shape.num_seqs * shape.ctx * shape.num_kv_heads *
-                               shape.head_dim * static_cast<int64_t>(kv_type_size(shape.kv_type));
+                               static_cast<int64_t>(kv_row_bytes(shape.kv_type, shape.head_dim));
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * step_bytes);
     // The read bandwidth right after the timed loop, and the K/V read rate as its share (the
     // figure issue "close to the machine's limits" asks to be >= 80 %): a rate counter, so the
@@ -481,6 +482,21 @@ void BM_PagedAttentionLongDecode(benchmark::State& state) {
 BENCHMARK(BM_PagedAttentionLongDecode)
     ->ArgNames({"ctx", "seqs", "kv_heads", "block"})
     ->ArgsProduct({{4096, 16384, 32768}, {1, 8}, {8, 1}, {128, 16}})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Long-context decode per cache type (issue 37): the BM_PagedAttentionLongDecode shape with 8 kv
+// heads, block 128, one sequence; args: context tokens, KvType. tok/s = 1 / time per step;
+// share = the K/V bytes actually read (q8_0: 34 per 32 values, q4_0: 18, fp8: 1 + 4 per row)
+// over the probed read bandwidth.
+void BM_PagedAttentionLongDecodeKvType(benchmark::State& state) {
+  run_paged_attention(state, {1, state.range(0), 32, 8, 64, static_cast<KvType>(state.range(1)), 1,
+                              128});
+}
+BENCHMARK(BM_PagedAttentionLongDecodeKvType)
+    ->ArgNames({"ctx", "kv_type"})
+    ->ArgsProduct({{16384, 32768},
+                   {static_cast<int>(KvType::kBF16), static_cast<int>(KvType::kQ8_0),
+                    static_cast<int>(KvType::kFp8E4M3), static_cast<int>(KvType::kQ4_0)}})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // The decode kernel's arithmetic ceiling: the shape of BM_PagedAttentionLongDecode (block 128)

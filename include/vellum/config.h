@@ -47,7 +47,16 @@ struct CacheConfig {
   // heads, 2 rounds, read probe 59-64 GB/s): 22.4-24.9 GiB/s at 16, 28.2-29.0 at 128. Prefix
   // caching then shares prompts in 128-token steps.
   int64_t block_size = 128;
-  std::string cache_dtype = "auto";         // auto | f32 | f16 | bf16  (--kv-cache-dtype)
+  // KV cache storage (--kv-cache-dtype): auto | f32 | f16 | bf16 | q8_0 (GGML blocks of 32 with
+  // an f16 scale: 53 % of bf16's bytes) | q4_0 (28 %) | fp8 = fp8_e4m3 | fp8_e5m2 (a scale per
+  // token and head). cache_type_k / cache_type_v (llama.cpp's --cache-type-k
+  // / --cache-type-v) set K or V apart; empty: as cache_dtype.
+  std::string cache_dtype = "auto";
+  std::string cache_type_k;
+  std::string cache_type_v;
+  // Store K rotated by a Walsh-Hadamard matrix (queries rotated alike; --kv-cache-rotate-k):
+  // auto (on for a 4-bit K: q4_0) | on | off. Needs a power-of-two head dim when on.
+  std::string kv_cache_rotate_k = "auto";
   int64_t kv_cache_memory_bytes = 0;        // explicit KV budget (--kv-cache-memory); 0: use fraction
   double kv_cache_fraction = 0.0;           // of available memory (--kv-cache-fraction); 0: default
   bool enable_prefix_caching = true;        // (--enable-prefix-caching / --no-...)

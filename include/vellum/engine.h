@@ -47,6 +47,7 @@ struct EngineStats {
   int64_t scheduled_tokens = 0;           // cumulative tokens computed (prefill chunks + decode)
   int64_t num_kv_blocks = 0;
   int64_t block_size = 0;
+  std::string kv_cache_dtype;        // the KV storage in force: "bf16", "q8_0", "k=q8_0,v=bf16"
   int64_t num_model_steps = 0;       // cumulative steps the model ran
   // Cumulative steps launched while an earlier one was still running in later pipeline stages
   // (pipeline parallelism overlaps stages this way; 0 otherwise).

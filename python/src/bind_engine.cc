@@ -157,6 +157,7 @@ void bind_engine(py::module_& m) {
       .def_readonly("scheduled_tokens", &EngineStats::scheduled_tokens)
       .def_readonly("num_kv_blocks", &EngineStats::num_kv_blocks)
       .def_readonly("block_size", &EngineStats::block_size)
+      .def_readonly("kv_cache_dtype", &EngineStats::kv_cache_dtype)
       .def_readonly("spec_num_drafts", &EngineStats::spec_num_drafts)
       .def_readonly("spec_num_draft_tokens", &EngineStats::spec_num_draft_tokens)
       .def_readonly("spec_num_accepted_tokens", &EngineStats::spec_num_accepted_tokens)

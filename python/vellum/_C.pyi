@@ -25,6 +25,9 @@ class ModelConfig:
 class CacheConfig:
     block_size: int
     cache_dtype: str
+    cache_type_k: str
+    cache_type_v: str
+    kv_cache_rotate_k: str
     kv_cache_memory_bytes: int
     kv_cache_fraction: float
     enable_prefix_caching: bool
@@ -203,6 +206,8 @@ class EngineStats:
     def spec_num_accepted_tokens_per_pos(self) -> list[int]: ...
     @property
     def num_kv_blocks(self) -> int: ...
+    @property
+    def kv_cache_dtype(self) -> str: ...
     @property
     def block_size(self) -> int: ...
 

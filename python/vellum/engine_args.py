@@ -36,7 +36,12 @@ class EngineArgs:
     # bitwise the same logits whatever shares a request's step (slower prefill and batches)
     batch_invariant: bool = False
     dtype: str = "auto"  # auto | bfloat16 | float16 | float32
-    kv_cache_dtype: str = "auto"  # auto | fp32 | fp16 | bf16 (also f32 / float32, ...)
+    # auto | fp32 | fp16 | bf16 | q8_0 | q4_0 | fp8 (= fp8_e4m3) | fp8_e5m2 (also f32, float32, ...)
+    kv_cache_dtype: str = "auto"
+    # K or V storage alone (llama.cpp's --cache-type-k / --cache-type-v); None: kv_cache_dtype
+    cache_type_k: Optional[str] = None
+    cache_type_v: Optional[str] = None
+    kv_cache_rotate_k: str = "auto"  # Hadamard-rotated K: auto (on for q4_0 K) | on | off
     max_model_len: Optional[int] = None  # default: the model's context length
     block_size: Optional[int] = None  # tokens per KV cache block (128, vLLM's CPU default)
     enable_prefix_caching: Optional[bool] = None  # True
@@ -85,6 +90,11 @@ class EngineArgs:
         if self.served_model_name is not None:
             c.model.served_model_name = self.served_model_name
         c.cache.cache_dtype = _KV_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
+        if self.cache_type_k is not None:
+            c.cache.cache_type_k = _KV_DTYPES.get(self.cache_type_k, self.cache_type_k)
+        if self.cache_type_v is not None:
+            c.cache.cache_type_v = _KV_DTYPES.get(self.cache_type_v, self.cache_type_v)
+        c.cache.kv_cache_rotate_k = self.kv_cache_rotate_k
         if self.block_size is not None:
             c.cache.block_size = self.block_size
         if self.enable_prefix_caching is not None:

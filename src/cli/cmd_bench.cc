@@ -74,7 +74,7 @@ int run_latency(LatencyOptions& o) {
                model.config().max_position_embeddings);
   const int64_t blocks_per_seq = (seq_len + block_size - 1) / block_size;
   const model::KvCacheShape shape =
-      model.kv_cache_shape(block_size, engine::parse_kv_cache_dtype(o.config.cache.cache_dtype));
+      model.kv_cache_shape(block_size, engine::parse_kv_cache_dtype(o.config.cache));
   // Under mpirun the other ranks size their caches from their own options; every rank must hold
   // this run's blocks.
   const engine::KvBudget budget = engine::agree_kv_budget(
@@ -94,7 +94,8 @@ int run_latency(LatencyOptions& o) {
   }
 
   std::printf("model: %s\nthreads: %d, KV cache %s, block size %lld\n", model.describe().c_str(),
-              threads, engine::kv_type_name(shape.type), static_cast<long long>(block_size));
+              threads, engine::kv_cache_dtype_name(shape.dtype).c_str(),
+              static_cast<long long>(block_size));
   // The read bandwidth the decode's weight rate is compared with: probed right after each
   // measured iteration's decode (shared machines change their bandwidth between minutes, so a
   // single probe at the start can belong to another state than the decode it is compared with).
@@ -292,10 +293,13 @@ CommandRunner add_bench_command(CLI::App& app) {
   auto throughput_runner = add_throughput_command(*bench);
   auto serve_runner = add_serve_bench_command(*bench);
   auto perplexity_runner = add_perplexity_command(*bench);
-  return [bench, latency, lo, throughput_runner, serve_runner, perplexity_runner] {
+  auto kl_divergence_runner = add_kl_divergence_command(*bench);
+  return [bench, latency, lo, throughput_runner, serve_runner, perplexity_runner,
+          kl_divergence_runner] {
     if (latency->parsed()) return run_latency(*lo);
     if (bench->get_subcommand("serve")->parsed()) return serve_runner();
     if (bench->get_subcommand("perplexity")->parsed()) return perplexity_runner();
+    if (bench->get_subcommand("kl-divergence")->parsed()) return kl_divergence_runner();
     return throughput_runner();
   };
 }

@@ -86,7 +86,7 @@ int run_perplexity_command(PerplexityOptions& o) {
               static_cast<long long>(plan.num_ctx),
               static_cast<long long>(plan.num_scored_per_window),
               window_bos ? ", BOS first in each" : "",
-              engine::kv_type_name(engine::parse_kv_cache_dtype(o.config.cache.cache_dtype)));
+              engine::kv_cache_dtype_name(engine::parse_kv_cache_dtype(o.config.cache)).c_str());
   std::fflush(stdout);
   const PerplexityRun run = run_perplexity(engine, tokens, plan, window_bos,
                                            [](int64_t window_idx, double ppl) {

@@ -23,5 +23,7 @@ CommandRunner add_throughput_command(CLI::App& bench);
 CommandRunner add_serve_bench_command(CLI::App& bench);
 // `bench perplexity` under the `bench` subcommand: llama-perplexity's method through the engine.
 CommandRunner add_perplexity_command(CLI::App& bench);
+// `bench kl-divergence`: next-token KL divergence of one KV cache type against another.
+CommandRunner add_kl_divergence_command(CLI::App& bench);
 
 }  // namespace vellum::cli

@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "common/check.h"
+#include "common/units.h"
 #include "common/logging.h"
 #include "common/profile.h"
 #include "core/scheduler/input_validation.h"
@@ -278,6 +279,7 @@ class LLMEngineImpl final : public LLMEngine {
   // "error" in that step, and the others go on.
   std::vector<std::string> failed_requests_;
   int64_t num_kv_blocks_ = 0;
+  std::string kv_cache_dtype_name_;  // the resolved K/V storage, for stats and /metrics
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
   int64_t scheduled_tokens_ = 0;
@@ -438,15 +440,20 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
         fmt::format("{}", fmt::join(generation_.overridden, ", ")));
   }
   max_model_len_ = engine::resolve_max_model_len(config.model, model.config());
-  const kernels::KvType kv_type = engine::parse_kv_cache_dtype(config.cache.cache_dtype);
+  const model::KvCacheDtype kv_dtype = engine::parse_kv_cache_dtype(config.cache);
   const model::KvCacheShape shape = model.kv_cache_shape(
-      config.cache.block_size, kv_type, !config.cache.disable_hybrid_kv_cache_manager);
+      config.cache.block_size, kv_dtype, !config.cache.disable_hybrid_kv_cache_manager);
   const std::vector<int64_t>& group_windows = shape.layout.group_windows;
   const engine::KvBudget budget =
       engine::agree_kv_budget(groups_, config.cache, shape.bytes_per_block(), max_model_len_,
                               config.scheduler.max_num_seqs, group_windows,
                               config.scheduler.max_num_batched_tokens);
   num_kv_blocks_ = budget.num_blocks;
+  kv_cache_dtype_name_ = engine::kv_cache_dtype_name(kv_dtype);
+  VELLUM_LOG_INFO("KV cache storage: {} ({} per token over all layers): {} tokens in {} blocks",
+                  kv_cache_dtype_name_,
+                  format_bytes(shape.bytes_per_block() / config.cache.block_size),
+                  (budget.num_blocks - 1) * config.cache.block_size, budget.num_blocks - 1);
   VELLUM_CHECK(budget.num_blocks < INT32_MAX, ErrorCode::kInvalidArgument,
                "{} KV blocks is too many; lower --kv-cache-memory", budget.num_blocks);
   const bool swap = config.scheduler.preemption_mode == "swap";
@@ -463,6 +470,10 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
   kv.enable_caching = config.cache.enable_prefix_caching;
   kv.log_stats = true;
   kv.num_host_blocks = static_cast<int>(budget.num_host_blocks);
+  // The KV storage is part of a cached block's identity: blocks written as q8_0 are not the
+  // bytes a bf16 engine would have written, so their hashes (and the KV events a router sees)
+  // differ from the first block on.
+  kv.hash_seed = "kv_cache_dtype=" + kv_cache_dtype_name_;
   // One KV cache group per attention type (vLLM's hybrid KV cache manager): a sliding-window
   // group's blocks that fall out of the window go back to the pool.
   for (const int64_t window : group_windows) {
@@ -491,7 +502,7 @@ LLMEngineImpl::LLMEngineImpl(const EngineConfig& config)
                     spec->gate == engine::SpecGateMode::kAlways ? "off (always propose)"
                                                                 : "by acceptance and batch size");
   }
-  if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size);
+  if (config.cache.enable_prefix_caching) hasher_.emplace(kv.block_size, kv.hash_seed);
   load_chat_template();
 }
 
@@ -1345,6 +1356,7 @@ EngineStats LLMEngineImpl::stats() const {
   s.generation_tokens = generation_tokens_;
   s.scheduled_tokens = scheduled_tokens_;
   s.num_kv_blocks = num_kv_blocks_;
+  s.kv_cache_dtype = kv_cache_dtype_name_;
   s.block_size = config_.cache.block_size;
   s.num_model_steps = model_steps_;
   s.num_overlapped_steps = overlapped_steps_;

@@ -31,16 +31,38 @@ kernels::MatmulPrecision parse_dtype(const std::string& dtype) {
                "--dtype '{}' is not supported; use auto, bfloat16, float16 or float32", dtype);
 }
 
-kernels::KvType parse_kv_cache_dtype(const std::string& dtype) {
-  if (dtype == "auto") {
+kernels::KvType parse_kv_cache_type(const std::string& name) {
+  if (name == "auto") {
     return cpu::selected_isa() >= cpu::Isa::kAvx512Bf16 ? kernels::KvType::kBF16
                                                         : kernels::KvType::kF32;
   }
-  if (dtype == "f32" || dtype == "float32") return kernels::KvType::kF32;
-  if (dtype == "f16" || dtype == "float16" || dtype == "half") return kernels::KvType::kF16;
-  if (dtype == "bf16" || dtype == "bfloat16") return kernels::KvType::kBF16;
+  if (name == "f32" || name == "float32") return kernels::KvType::kF32;
+  if (name == "f16" || name == "float16" || name == "half") return kernels::KvType::kF16;
+  if (name == "bf16" || name == "bfloat16") return kernels::KvType::kBF16;
+  if (name == "q8_0") return kernels::KvType::kQ8_0;
+  if (name == "q4_0") return kernels::KvType::kQ4_0;
+  if (name == "fp8" || name == "fp8_e4m3") return kernels::KvType::kFp8E4M3;
+  if (name == "fp8_e5m2") return kernels::KvType::kFp8E5M2;
   VELLUM_THROW(ErrorCode::kInvalidArgument,
-               "--kv-cache-dtype '{}' is not supported; use auto, f32, f16 or bf16", dtype);
+               "KV cache type '{}' is not supported; use auto, f32, f16, bf16, q8_0, q4_0, fp8 "
+               "(= fp8_e4m3) or fp8_e5m2",
+               name);
+}
+
+model::KvCacheDtype parse_kv_cache_dtype(const CacheConfig& cache) {
+  const kernels::KvType both = parse_kv_cache_type(cache.cache_dtype);
+  model::KvCacheDtype dtype{
+      cache.cache_type_k.empty() ? both : parse_kv_cache_type(cache.cache_type_k),
+      cache.cache_type_v.empty() ? both : parse_kv_cache_type(cache.cache_type_v)};
+  const std::string& rotate = cache.kv_cache_rotate_k;
+  VELLUM_CHECK(rotate == "auto" || rotate == "on" || rotate == "off", ErrorCode::kInvalidArgument,
+               "--kv-cache-rotate-k '{}' is not one of auto, on, off", rotate);
+  dtype.rotate_k = rotate == "on" || (rotate == "auto" && dtype.k == kernels::KvType::kQ4_0);
+  VELLUM_CHECK(kernels::kv_type_pair_supported(dtype.k, dtype.v), ErrorCode::kInvalidArgument,
+               "a K cache of {} with a V cache of {} is not supported; give V the K type, or "
+               "bf16, f16 or q8_0 (--cache-type-v)",
+               kv_type_name(dtype.k), kv_type_name(dtype.v));
+  return dtype;
 }
 
 const char* kv_type_name(kernels::KvType type) {
@@ -48,8 +70,19 @@ const char* kv_type_name(kernels::KvType type) {
     case kernels::KvType::kF32: return "f32";
     case kernels::KvType::kF16: return "f16";
     case kernels::KvType::kBF16: return "bf16";
+    case kernels::KvType::kQ8_0: return "q8_0";
+    case kernels::KvType::kQ4_0: return "q4_0";
+    case kernels::KvType::kFp8E4M3: return "fp8_e4m3";
+    case kernels::KvType::kFp8E5M2: return "fp8_e5m2";
   }
   return "?";
+}
+
+std::string kv_cache_dtype_name(const model::KvCacheDtype& dtype) {
+  const std::string types = dtype.k == dtype.v ? std::string(kv_type_name(dtype.k))
+                                               : fmt::format("k={},v={}", kv_type_name(dtype.k),
+                                                             kv_type_name(dtype.v));
+  return dtype.rotate_k ? types + "+hadamard_k" : types;
 }
 
 int configure_threads(int requested) {

@@ -18,9 +18,15 @@ namespace vellum::engine {
 
 // --dtype: auto | bfloat16 (bf16) | float32 (f32). Throws naming the valid values.
 kernels::MatmulPrecision parse_dtype(const std::string& dtype);
-// --kv-cache-dtype: auto (bf16 where the CPU has AVX512-BF16, else f32) | f32 | f16 | bf16.
-kernels::KvType parse_kv_cache_dtype(const std::string& dtype);
+// One KV cache type name: auto (bf16 where the CPU has AVX512-BF16, else f32) | f32 | f16 | bf16
+// | q8_0 | q4_0 | fp8 (= fp8_e4m3) | fp8_e5m2 (also the long names: float32, float16, half,
+// bfloat16). Throws naming the valid values.
+kernels::KvType parse_kv_cache_type(const std::string& name);
+// The K and V types of a CacheConfig: cache_type_k / cache_type_v where given, else cache_dtype.
+model::KvCacheDtype parse_kv_cache_dtype(const CacheConfig& cache);
 const char* kv_type_name(kernels::KvType type);
+// "bf16", or "k=q8_0,v=bf16" when K and V differ; "+hadamard_k" when K is stored rotated.
+std::string kv_cache_dtype_name(const model::KvCacheDtype& dtype);
 
 // Sets the OpenMP thread count (0: physical cores available to the process); returns it.
 int configure_threads(int requested);

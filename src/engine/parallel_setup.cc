@@ -173,7 +173,7 @@ int run_worker(const EngineConfig& config) {
     try {
       max_model_len = resolve_max_model_len(config.model, loaded.model->config());
       shape = loaded.model->kv_cache_shape(config.cache.block_size,
-                                           parse_kv_cache_dtype(config.cache.cache_dtype),
+                                           parse_kv_cache_dtype(config.cache),
                                            !config.cache.disable_hybrid_kv_cache_manager);
     } catch (const Error& e) {
       load_error = e.what();

@@ -116,12 +116,12 @@ class Plan {
   int64_t slot_floats_ = 0;
 };
 
-// Element offsets into the K (or V) cache of the rows of keys [t_begin, t_begin + num)
-// of kv head kv_head, num = min(max_keys, r.key_end - t_begin), returned. Keys before
+// Row indices into the K (or V) pool, rows of kv_row_bytes(type, head_dim) bytes, of the keys
+// [t_begin, t_begin + num) of kv head kv_head, num = min(max_keys, r.key_end - t_begin), returned. Keys before
 // r.key_begin (a sliding window's start inside the first tile) are not looked up: their slots
 // repeat key r.key_begin's offset. One block-table lookup per block, not per key.
 int64_t tile_row_offsets(const PagedAttentionParams& p, const ItemRows& r, int64_t kv_head,
-                         int64_t t_begin, int64_t max_keys, int64_t* offsets);
+                         int64_t t_begin, int64_t max_keys, int64_t* rows);
 
 // Bytes of workspace a Plan needs for batches whose sequences hold at most max_seq_len tokens,
 // run with at most num_threads OpenMP threads. Bounded, see kernels.h.

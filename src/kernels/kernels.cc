@@ -5,6 +5,7 @@
 
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/half.h"
@@ -41,7 +42,31 @@ Fn* pick(Fn* avx512_fn, Fn* avx2_fn, Fn* ref_fn) {
 
 }  // namespace
 
-size_t kv_type_size(KvType type) { return type == KvType::kF32 ? 4 : 2; }
+size_t kv_row_bytes(KvType type, int64_t head_dim) {
+  switch (type) {
+    case KvType::kF32: return static_cast<size_t>(head_dim) * 4;
+    case KvType::kF16:
+    case KvType::kBF16: return static_cast<size_t>(head_dim) * 2;
+    case KvType::kQ8_0: return static_cast<size_t>(head_dim / kQK) * sizeof(BlockQ8_0);
+    case KvType::kQ4_0: return static_cast<size_t>(head_dim / kQK) * sizeof(BlockQ4_0);
+    case KvType::kFp8E4M3:
+    case KvType::kFp8E5M2: return sizeof(float) + static_cast<size_t>(head_dim);
+  }
+  return 0;
+}
+
+int64_t kv_block_elems(KvType type) {
+  return type == KvType::kQ8_0 || type == KvType::kQ4_0 ? kQK : 1;
+}
+
+bool kv_type_pair_supported(KvType k_type, KvType v_type) {
+  return k_type == v_type || v_type == KvType::kF16 || v_type == KvType::kBF16 ||
+         v_type == KvType::kQ8_0;
+}
+
+bool kv_type_is_quantized(KvType type) {
+  return type != KvType::kF32 && type != KvType::kF16 && type != KvType::kBF16;
+}
 
 size_t weight_row_bytes(WeightType type, int64_t n) {
   const WeightTypeInfo& info = weight_type_info(type);
@@ -92,13 +117,32 @@ void get_rows(float* out, const void* table, WeightType type, int64_t dim, const
   pick(avx512::get_rows, avx2::get_rows, ref::get_rows)(out, table, type, dim, ids, num_ids);
 }
 
+void hadamard_rotate(float* x, int64_t stride, int64_t num_rows, int64_t n) {
+  const float norm = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t r = 0; r < num_rows; ++r) {
+    float* row = x + r * stride;  // (n)
+    // Fast Walsh-Hadamard transform: log2 n butterfly passes, then the 1/sqrt(n) normalisation.
+    for (int64_t half = 1; half < n; half *= 2) {
+      for (int64_t i = 0; i < n; i += 2 * half) {
+        for (int64_t j = i; j < i + half; ++j) {
+          const float a = row[j];
+          const float b = row[j + half];
+          row[j] = a + b;
+          row[j + half] = a - b;
+        }
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) row[i] *= norm;
+  }
+}
+
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
-                       int64_t block_size, KvType type) {
+                       int64_t block_size, KvType k_type, KvType v_type) {
   auto* fn = pick(avx512::reshape_and_cache, avx2::reshape_and_cache, ref::reshape_and_cache);
   fn(k, k_stride, v, v_stride, k_cache, v_cache, slot_mapping, num_tokens, num_kv_heads, head_dim,
-     block_size, type);
+     block_size, k_type, v_type);
 }
 
 void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
@@ -257,21 +301,20 @@ Partial Plan::partial(int64_t item_idx, int64_t offset) const {
 }
 
 int64_t tile_row_offsets(const PagedAttentionParams& p, const ItemRows& r, int64_t kv_head,
-                         int64_t t_begin, int64_t max_keys, int64_t* offsets) {
+                         int64_t t_begin, int64_t max_keys, int64_t* rows) {
   const int64_t n = std::min(max_keys, r.key_end - t_begin);
   const int64_t skip = std::clamp<int64_t>(r.key_begin - t_begin, 0, n - 1);
   const int64_t block_size = p.block_size;
-  const int64_t d = p.head_dim;
-  const int64_t block_stride = p.num_kv_heads * block_size * d;  // elements per cache block
-  const int64_t head_offset = kv_head * block_size * d;
+  const int64_t block_stride = p.num_kv_heads * block_size;  // rows per cache block
+  const int64_t head_offset = kv_head * block_size;
   for (int64_t t = skip; t < n;) {
     const int64_t pos = t_begin + t;
     const int64_t slot = pos % block_size;
     const int64_t run = std::min(n - t, block_size - slot);  // keys left in this block
-    int64_t offset = int64_t{r.block_table[pos / block_size]} * block_stride + head_offset + slot * d;
-    for (const int64_t end = t + run; t < end; ++t, offset += d) offsets[t] = offset;
+    int64_t row = int64_t{r.block_table[pos / block_size]} * block_stride + head_offset + slot;
+    for (const int64_t end = t + run; t < end; ++t, ++row) rows[t] = row;
   }
-  for (int64_t t = 0; t < skip; ++t) offsets[t] = offsets[skip];
+  for (int64_t t = 0; t < skip; ++t) rows[t] = rows[skip];
   return n;
 }
 

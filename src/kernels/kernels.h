@@ -23,10 +23,28 @@ enum class WeightType : uint8_t {
 };
 inline constexpr int kNumWeightTypes = 15;
 
-// Storage type of the paged KV cache.
-enum class KvType : uint8_t { kF32, kF16, kBF16 };
+// Storage type of the paged KV cache. A cache row is the head_dim values of one (token, kv head):
+//   kF32 / kF16 / kBF16: head_dim values;
+//   kQ8_0: head_dim / 32 GGML block_q8_0 blocks (an f16 scale d, then 32 int8 q; x = d * q),
+//          byte for byte llama.cpp's q8_0 cache type. head_dim must be a multiple of 32.
+//   kQ4_0: head_dim / 32 GGML block_q4_0 blocks (an f16 scale d, then 16 bytes: value j in the
+//          low nibble of byte j, value j + 16 in its high nibble; x = d * (q - 8)), llama.cpp's
+//          q4_0. head_dim must be a multiple of 32.
+//   kFp8E4M3 / kFp8E5M2: an f32 scale s for the row (per token and head), then head_dim OCP fp8
+//          bytes f (E4M3: max 448, no infinities; E5M2: max 57344); x = s * f. vLLM's fp8 types.
+// A quantized row's scales sit inside it, so a block of rows moves (swap, copy-on-write) as
+// plain bytes, and its scale of element e lies at a place that depends on e only, not head_dim.
+enum class KvType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kFp8E4M3, kFp8E5M2 };
 
-size_t kv_type_size(KvType type);  // bytes per element
+// Bytes of one cache row of head_dim values (see KvType).
+size_t kv_row_bytes(KvType type, int64_t head_dim);
+// Values per scale block (1 for the float types): head_dim must be a multiple of it.
+int64_t kv_block_elems(KvType type);
+bool kv_type_is_quantized(KvType type);
+// Whether the vector attention kernels have a compiled path for K as k_type with V as v_type:
+// one type for both, or any K with a bf16, f16 or q8_0 V. Other pairs run the scalar reference;
+// the engine refuses them.
+bool kv_type_pair_supported(KvType k_type, KvType v_type);
 // Bytes of one row of `n` elements (n a multiple of the type's block size: 32 for Q4_0 ... Q8_0
 // and IQ4_NL, 256 for the K types and IQ4_XS).
 size_t weight_row_bytes(WeightType type, int64_t n);
@@ -72,21 +90,30 @@ void rope_neox_inplace(float* x, int64_t token_stride, int64_t num_tokens, int64
                        int64_t head_dim, int64_t rot_dim, const int32_t* positions,
                        const float* inv_freq);
 
+// x[r, :] := H x[r, :] for each of num_rows rows of n values (row stride `stride`), H the
+// orthonormal Walsh-Hadamard matrix of order n (a power of two; H = H^T = H^-1). Rotating both
+// q and k leaves q . k unchanged, and spreads an outlier dimension of k over all n values before
+// a 4-bit cache quantizes them (llama.cpp's attention rotation). One scalar version for every ISA:
+// n log2 n additions per row, a few thousand per token, nothing beside the projections.
+void hadamard_rotate(float* x, int64_t stride, int64_t num_rows, int64_t n);
+
 // out[t, :] = dequantized row ids[t] of table (n_rows_table, dim) stored as `type`.
 void get_rows(float* out, const void* table, WeightType type, int64_t dim, const int32_t* ids,
               int64_t num_ids);
 
 // ---- Paged KV cache ----------------------------------------------------------------------
 //
-// Per layer, the K and V pools are each (num_blocks, num_kv_heads, block_size, head_dim) of
-// KvType. A token's slot is block_id * block_size + offset in block.
+// Per layer, the K and V pools are each (num_blocks, num_kv_heads, block_size) cache rows of
+// their KvType (kv_row_bytes each; K and V may differ). A token's slot is
+// block_id * block_size + offset in block.
 
-// Writes new K and V rows into their slots. k, v: (num_tokens, num_kv_heads, head_dim) with
+// Writes new K and V rows into their slots, quantizing them for the quantized types (the same
+// bytes on every ISA: one shared quantizer). k, v: (num_tokens, num_kv_heads, head_dim) with
 // token strides k_stride / v_stride (elements). A slot < 0 means padding: skip that token.
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
-                       int64_t block_size, KvType type);
+                       int64_t block_size, KvType k_type, KvType v_type);
 
 // Whether paged_attention may spread one work item's keys over threads (split-K, "flash-decoding":
 // a long decode context shared by all threads instead of running on one). The output is bitwise
@@ -105,7 +132,8 @@ struct PagedAttentionParams {
   int64_t block_size = 0;
   int64_t max_blocks_per_seq = 0;  // row length of block_tables
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
-  KvType kv_type = KvType::kF32;
+  KvType k_type = KvType::kF32;  // storage of the K pool
+  KvType v_type = KvType::kF32;  // storage of the V pool
   // Sliding window (0 = none): the query at position p attends to key positions
   // max(0, p - sliding_window + 1) .. p only, and never reads the blocks before them (a
   // sliding-window KV manager may have freed them: their block-table entries can be anything).

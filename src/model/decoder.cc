@@ -54,9 +54,9 @@ class DecoderModel final : public Model {
                const ModelLoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
-  KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type,
+  KvCacheShape kv_cache_shape(int64_t block_size, KvCacheDtype dtype,
                               bool hybrid = false) const override {
-    KvCacheShape shape = Model::kv_cache_shape(block_size, type, hybrid);
+    KvCacheShape shape = Model::kv_cache_shape(block_size, dtype, hybrid);
     shape.num_kv_heads = num_local_kv_heads_;
     if (parallel_.pp_size() > 1) shape.layout = stage_layout(shape.layout, layer_range_);
     return shape;
@@ -456,7 +456,8 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
   attn_params.head_dim = head_dim;
   attn_params.block_size = kv.block_size;
   attn_params.scale = config_.attention_scale;
-  attn_params.kv_type = kv.type;
+  attn_params.k_type = kv.dtype.k;
+  attn_params.v_type = kv.dtype.v;
   attn_params.logit_softcap = config_.attn_logit_softcap;
   void* attn_scratch = grow_bytes(
       attention_scratch_,
@@ -536,9 +537,11 @@ void DecoderModel::run_forward(const ForwardBatch& batch, KvCache& kv_cache, flo
             float* row = q + t * qkv_width;
             rope(row, qkv_width, 1, num_heads + num_kv_heads, head_dim, config_.rope_dim,
                  positions + t, inv_freq);
+            // q's heads and k's together (k follows q in the row): scores stay the same.
+            if (kv.dtype.rotate_k) kernels::hadamard_rotate(row, head_dim, num_heads + num_kv_heads, head_dim);
             kernels::reshape_and_cache(row + q_width, qkv_width, row + q_width + kv_width,
                                        qkv_width, k_pool, v_pool, slots + t, 1, num_kv_heads,
-                                       head_dim, kv.block_size, kv.type);
+                                       head_dim, kv.block_size, kv.dtype.k, kv.dtype.v);
           });
     }
     {

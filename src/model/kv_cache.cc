@@ -6,11 +6,31 @@
 
 namespace vellum::model {
 
-int64_t KvCacheShape::pool_block_bytes() const {
-  return num_kv_heads * block_size * head_dim * static_cast<int64_t>(kernels::kv_type_size(type));
+int64_t KvCacheShape::k_pool_block_bytes() const {
+  return num_kv_heads * block_size * static_cast<int64_t>(kernels::kv_row_bytes(dtype.k, head_dim));
 }
 
-int64_t KvCacheShape::bytes_per_block() const { return 2 * num_slots() * pool_block_bytes(); }
+int64_t KvCacheShape::v_pool_block_bytes() const {
+  return num_kv_heads * block_size * static_cast<int64_t>(kernels::kv_row_bytes(dtype.v, head_dim));
+}
+
+void KvCacheShape::check_dtype() const {
+  for (const kernels::KvType type : {dtype.k, dtype.v}) {
+    VELLUM_CHECK(head_dim % kernels::kv_block_elems(type) == 0, ErrorCode::kInvalidArgument,
+                 "a quantized KV cache type stores blocks of {} values, but this model's head "
+                 "dim is {}; use --kv-cache-dtype bf16 (or f16, or fp8) for it",
+                 kernels::kv_block_elems(type), head_dim);
+  }
+  VELLUM_CHECK(!dtype.rotate_k || (head_dim > 0 && (head_dim & (head_dim - 1)) == 0),
+               ErrorCode::kInvalidArgument,
+               "rotating K by a Hadamard matrix needs a power-of-two head dim, this model's is {}; "
+               "use --kv-cache-rotate-k off",
+               head_dim);
+}
+
+int64_t KvCacheShape::bytes_per_block() const {
+  return num_slots() * (k_pool_block_bytes() + v_pool_block_bytes());
+}
 
 KvCacheLayout KvCacheLayout::single_group(const std::vector<bool>& layer_is_sliding,
                                           int64_t sliding_window) {
@@ -65,21 +85,24 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t num_blocks)
   VELLUM_CHECK(shape.num_slots() > 0 &&
                    static_cast<int64_t>(shape.layout.layer_slot.size()) == shape.layout.num_layers(),
                ErrorCode::kInternal, "KV cache layout without slots");
-  const size_t pool_bytes = static_cast<size_t>(num_blocks * shape.pool_block_bytes());
+  shape.check_dtype();
+  const auto k_pool_bytes = static_cast<size_t>(num_blocks * shape.k_pool_block_bytes());
+  const auto v_pool_bytes = static_cast<size_t>(num_blocks * shape.v_pool_block_bytes());
   k_pools_.reserve(static_cast<size_t>(shape.num_slots()));
   v_pools_.reserve(static_cast<size_t>(shape.num_slots()));
   for (int64_t s = 0; s < shape.num_slots(); ++s) {
-    k_pools_.emplace_back(pool_bytes);
-    v_pools_.emplace_back(pool_bytes);
+    k_pools_.emplace_back(k_pool_bytes);
+    v_pools_.emplace_back(v_pool_bytes);
   }
 }
 
 void KvCache::copy_blocks(const int32_t* src, const int32_t* dst, int64_t num_pairs) {
   if (num_pairs == 0) return;
-  const int64_t block_bytes = shape_.pool_block_bytes();
+  const int64_t k_block_bytes = shape_.k_pool_block_bytes();
+  const int64_t v_block_bytes = shape_.v_pool_block_bytes();
   for (size_t s = 0; s < k_pools_.size(); ++s) {
-    kernels::copy_blocks(k_pools_[s].data(), block_bytes, src, dst, num_pairs);
-    kernels::copy_blocks(v_pools_[s].data(), block_bytes, src, dst, num_pairs);
+    kernels::copy_blocks(k_pools_[s].data(), k_block_bytes, src, dst, num_pairs);
+    kernels::copy_blocks(v_pools_[s].data(), v_block_bytes, src, dst, num_pairs);
   }
 }
 
@@ -88,13 +111,17 @@ void KvCache::swap_blocks(KvCache& to, const KvCache& from, const int32_t* src, 
   if (num_pairs == 0) return;
   const KvCacheShape& a = to.shape_;
   const KvCacheShape& b = from.shape_;
-  VELLUM_CHECK(a.num_slots() == b.num_slots() && a.pool_block_bytes() == b.pool_block_bytes(),
+  // The host pool holds the same (quantized) bytes: a swapped block comes back unchanged.
+  VELLUM_CHECK(a.num_slots() == b.num_slots() && a.dtype == b.dtype &&
+                   a.k_pool_block_bytes() == b.k_pool_block_bytes() &&
+                   a.v_pool_block_bytes() == b.v_pool_block_bytes(),
                ErrorCode::kInternal, "swap between KV caches of different shapes");
-  const int64_t block_bytes = a.pool_block_bytes();
+  const int64_t k_block_bytes = a.k_pool_block_bytes();
+  const int64_t v_block_bytes = a.v_pool_block_bytes();
   for (size_t s = 0; s < to.k_pools_.size(); ++s) {
-    kernels::swap_blocks(to.k_pools_[s].data(), from.k_pools_[s].data(), block_bytes, src, dst,
+    kernels::swap_blocks(to.k_pools_[s].data(), from.k_pools_[s].data(), k_block_bytes, src, dst,
                          num_pairs);
-    kernels::swap_blocks(to.v_pools_[s].data(), from.v_pools_[s].data(), block_bytes, src, dst,
+    kernels::swap_blocks(to.v_pools_[s].data(), from.v_pools_[s].data(), v_block_bytes, src, dst,
                          num_pairs);
   }
 }

@@ -1,7 +1,8 @@
 // The bytes of the paged KV cache (the block bookkeeping lives in core/).
 //
-// Per pool slot, one K pool and one V pool, each (num_blocks, num_kv_heads, block_size, head_dim)
-// of KvType (DESIGN.md §3); KvCacheLayout maps layers to slots (one slot per layer unless the
+// Per pool slot, one K pool and one V pool, each (num_blocks, num_kv_heads, block_size) cache rows
+// of head_dim values in their KvType (DESIGN.md §3; K and V may differ, quantized types keep their
+// scales inside the rows, so blocks move as plain bytes); KvCacheLayout maps layers to slots (one slot per layer unless the
 // model mixes attention types). Block ids are shared by all slots. A SwapSpace is a second set of pools with its own block ids, in host
 // memory, that preempted requests' blocks are copied to and back from.
 //
@@ -43,16 +44,36 @@ struct KvCacheLayout {
   static KvCacheLayout hybrid(const std::vector<bool>& layer_is_sliding, int64_t sliding_window);
 };
 
+// Storage types of the K and V pools (--kv-cache-dtype sets both, --cache-type-k / -v one each).
+struct KvCacheDtype {
+  kernels::KvType k = kernels::KvType::kF32;
+  kernels::KvType v = kernels::KvType::kF32;
+  // K (and every query with it) is stored rotated by the Walsh-Hadamard matrix of order head_dim
+  // (kernels::hadamard_rotate; scores unchanged), so that a 4-bit K block does not spend its
+  // scale on one outlier dimension. Needs a power-of-two head dim.
+  bool rotate_k = false;
+
+  KvCacheDtype() = default;
+  KvCacheDtype(kernels::KvType k_type, kernels::KvType v_type) : k(k_type), v(v_type) {}
+  // One type for both (implicit: a single KvType reads as "K and V alike").
+  KvCacheDtype(kernels::KvType both) : k(both), v(both) {}  // NOLINT(google-explicit-constructor)
+  bool operator==(const KvCacheDtype&) const = default;
+};
+
 struct KvCacheShape {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t block_size = 16;
-  kernels::KvType type = kernels::KvType::kF32;
+  KvCacheDtype dtype;
   KvCacheLayout layout;
 
   int64_t num_slots() const { return layout.num_slots; }
-  // Bytes of one block in one pool (one slot's K or V).
-  int64_t pool_block_bytes() const;
+  // Bytes of one block in one slot's K pool, and in its V pool.
+  int64_t k_pool_block_bytes() const;
+  int64_t v_pool_block_bytes() const;
+  // Throws vellum::Error naming the fix when the dtype does not fit head_dim (a 32-value block
+  // type on another head dim, a Hadamard rotation on a head dim that is not a power of two).
+  void check_dtype() const;
   // Bytes one block id costs across all slots, K and V: what the memory budget divides by.
   int64_t bytes_per_block() const;
 };
@@ -83,8 +104,8 @@ class KvCache {
 
   KvCacheShape shape_;
   int64_t num_blocks_ = 0;
-  std::vector<AlignedBuffer> k_pools_;  // (num_slots) each num_blocks * pool_block_bytes
-  std::vector<AlignedBuffer> v_pools_;
+  std::vector<AlignedBuffer> k_pools_;  // (num_slots) each num_blocks * k_pool_block_bytes
+  std::vector<AlignedBuffer> v_pools_;  // (num_slots) each num_blocks * v_pool_block_bytes
 };
 
 }  // namespace vellum::model

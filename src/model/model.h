@@ -60,12 +60,14 @@ class Model {
   // one KV cache group per attention type when full and sliding-window layers are mixed
   // (KvCacheLayout::hybrid); otherwise one group of all layers. Under tensor / pipeline
   // parallelism: this rank's KV heads and layers (the groups stay the model's).
-  virtual KvCacheShape kv_cache_shape(int64_t block_size, kernels::KvType type,
+  virtual KvCacheShape kv_cache_shape(int64_t block_size, KvCacheDtype dtype,
                                       bool hybrid = false) const {
     const ModelConfig& c = config();
-    return KvCacheShape{c.num_kv_heads, c.head_dim, block_size, type,
-                        hybrid ? KvCacheLayout::hybrid(c.layer_is_sliding, c.sliding_window)
-                               : KvCacheLayout::single_group(c.layer_is_sliding, c.sliding_window)};
+    KvCacheShape shape{c.num_kv_heads, c.head_dim, block_size, dtype,
+                       hybrid ? KvCacheLayout::hybrid(c.layer_is_sliding, c.sliding_window)
+                              : KvCacheLayout::single_group(c.layer_is_sliding, c.sliding_window)};
+    shape.check_dtype();  // before anything divides by its bytes
+    return shape;
   }
 
   // Bytes of weights one forward pass of one token reads (for bandwidth reports; with

@@ -409,7 +409,8 @@ std::string ServerMetrics::render(const EngineStats& stats) const {
   const int64_t block_size = stats.block_size > 0 ? stats.block_size : cache.block_size;
   const std::string cache_labels =
       labels_ + ",block_size=\"" + std::to_string(block_size) + "\",cache_dtype=\"" +
-      escape_label_value(cache.cache_dtype) + "\",enable_prefix_caching=\"" +
+      escape_label_value(stats.kv_cache_dtype.empty() ? cache.cache_dtype : stats.kv_cache_dtype) +
+      "\",enable_prefix_caching=\"" +
       (cache.enable_prefix_caching ? "True" : "False") + "\",kv_cache_fraction=\"" +
       python_float_repr(cache.kv_cache_fraction) + "\",kv_cache_memory_bytes=\"" +
       std::to_string(cache.kv_cache_memory_bytes) + "\",num_gpu_blocks=\"" +

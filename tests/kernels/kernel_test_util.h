@@ -77,6 +77,7 @@ inline float round_kv(float x, KvType type) {
     case KvType::kF32: return x;
     case KvType::kF16: return fp16_to_float(float_to_fp16(x));
     case KvType::kBF16: return bf16_to_float(float_to_bf16(x));
+    default: break;  // quantized: rows, not values (quantize_kv_row / dequantize_kv_row)
   }
   return x;
 }
@@ -86,6 +87,10 @@ inline const char* kv_type_name(KvType type) {
     case KvType::kF32: return "f32";
     case KvType::kF16: return "f16";
     case KvType::kBF16: return "bf16";
+    case KvType::kQ8_0: return "q8_0";
+    case KvType::kQ4_0: return "q4_0";
+    case KvType::kFp8E4M3: return "fp8_e4m3";
+    case KvType::kFp8E5M2: return "fp8_e5m2";
   }
   return "?";
 }

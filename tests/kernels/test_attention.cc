@@ -1,6 +1,7 @@
 // paged_attention (every ISA, and the reference itself) against a naive dense attention over
 // unpaged K/V: shuffled block ids, mixed batches of decode tokens and a prefill chunk with prior
-// context, GQA ratios, block sizes 1/16/32, f32/f16/bf16 caches, head dims with and without
+// context, GQA ratios, block sizes 1/16/32, f32/f16/bf16/q8_0 caches (K and V of one type or of
+// two), head dims with and without
 // vector tails; sliding windows (smaller and larger than a block, crossing block boundaries) with
 // the block-table entries before each window pointing at a block of NaNs, and logit softcaps;
 // contexts of thousands of keys (several 512-key partitions). Split-K: forcing or forbidding the
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "kernel_test_util.h"
 #include "kernels/attention_plan.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_quant.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels {
@@ -39,16 +42,21 @@ struct Case {
   int64_t group;  // query heads per kv head
   int64_t head_dim;
   int64_t block_size;
-  KvType kv_type;
+  KvType kv_type;  // of the K pool, and of the V pool unless v_type says otherwise
   std::vector<SeqSpec> seqs;
   uint32_t seed;
   int64_t sliding_window = 0;
   float softcap = 0.0f;
+  std::optional<KvType> v_type;
+
+  KvType k() const { return kv_type; }
+  KvType v() const { return v_type.value_or(kv_type); }
 
   std::string describe() const {
     std::string s = "kv_heads=" + std::to_string(num_kv_heads) + " group=" + std::to_string(group) +
                     " head_dim=" + std::to_string(head_dim) + " block_size=" +
-                    std::to_string(block_size) + " kv=" + testing::kv_type_name(kv_type) +
+                    std::to_string(block_size) + " k=" + testing::kv_type_name(k()) +
+                    " v=" + testing::kv_type_name(v()) +
                     " seed=" + std::to_string(seed) + " seqs=";
     for (const SeqSpec& q : seqs) s += "(" + std::to_string(q.context_len) + "+" + std::to_string(q.q_len) + ")";
     return s + " window=" + std::to_string(sliding_window) + " softcap=" + std::to_string(softcap);
@@ -137,11 +145,14 @@ Batch make_batch(const Case& c) {
     }
   }
 
-  // Dense K/V per sequence: (seq_len, num_kv_heads, head_dim), rounded to the cache type, and
-  // written into the pools position by position through slot mappings.
-  const size_t pool_elems = total_blocks * c.num_kv_heads * c.block_size * d;
-  b.k_pool = AlignedBuffer(pool_elems * kv_type_size(c.kv_type));
-  b.v_pool = AlignedBuffer(pool_elems * kv_type_size(c.kv_type));
+  // Dense K/V per sequence: (seq_len, num_kv_heads, head_dim), written into the pools position
+  // by position through slot mappings, then replaced by what the cache holds (rounded, or
+  // quantized and dequantized row by row).
+  const size_t pool_rows = total_blocks * c.num_kv_heads * c.block_size;
+  const size_t k_row_bytes = kv_row_bytes(c.k(), d);
+  const size_t v_row_bytes = kv_row_bytes(c.v(), d);
+  b.k_pool = AlignedBuffer(pool_rows * k_row_bytes);
+  b.v_pool = AlignedBuffer(pool_rows * v_row_bytes);
   b.dense_k.resize(num_seqs);
   b.dense_v.resize(num_seqs);
   for (int64_t s = 0; s < num_seqs; ++s) {
@@ -153,14 +164,24 @@ Batch make_batch(const Case& c) {
     }
     ref::reshape_and_cache(b.dense_k[s].data(), c.num_kv_heads * d, b.dense_v[s].data(),
                            c.num_kv_heads * d, b.k_pool.data(), b.v_pool.data(), slots.data(),
-                           b.seq_lens[s], c.num_kv_heads, d, c.block_size, c.kv_type);
-    for (float& x : b.dense_k[s]) x = testing::round_kv(x, c.kv_type);
-    for (float& x : b.dense_v[s]) x = testing::round_kv(x, c.kv_type);
+                           b.seq_lens[s], c.num_kv_heads, d, c.block_size, c.k(), c.v());
+    for (int64_t t = 0; t < b.seq_lens[s]; ++t) {
+      for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+        const auto row = static_cast<size_t>(slots[t] / c.block_size * c.num_kv_heads * c.block_size +
+                                             h * c.block_size + slots[t] % c.block_size);
+        float* dense_row = (t * c.num_kv_heads + h) * d + b.dense_k[s].data();
+        dequantize_kv_row(dense_row, b.k_pool.as<uint8_t>() + row * k_row_bytes, d, c.k());
+        dense_row = (t * c.num_kv_heads + h) * d + b.dense_v[s].data();
+        dequantize_kv_row(dense_row, b.v_pool.as<uint8_t>() + row * v_row_bytes, d, c.v());
+      }
+    }
   }
-  // NaN in f32, f16 and bf16 alike.
-  const size_t block_bytes = c.num_kv_heads * c.block_size * d * kv_type_size(c.kv_type);
-  std::memset(b.k_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
-  std::memset(b.v_pool.as<uint8_t>() + kPoisonBlock * block_bytes, 0xff, block_bytes);
+  // NaN in f32, f16 and bf16 alike, and in a q8_0 block's f16 scale.
+  const size_t rows_per_block = c.num_kv_heads * c.block_size;
+  std::memset(b.k_pool.as<uint8_t>() + kPoisonBlock * rows_per_block * k_row_bytes, 0xff,
+              rows_per_block * k_row_bytes);
+  std::memset(b.v_pool.as<uint8_t>() + kPoisonBlock * rows_per_block * v_row_bytes, 0xff,
+              rows_per_block * v_row_bytes);
   if (c.sliding_window > 0) {
     // A sliding-window KV manager may free every block whose keys are all before the window of
     // the sequence's first query token of the step.
@@ -182,7 +203,8 @@ Batch make_batch(const Case& c) {
   params.block_size = c.block_size;
   params.max_blocks_per_seq = max_blocks;
   params.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  params.kv_type = c.kv_type;
+  params.k_type = c.k();
+  params.v_type = c.v();
   params.sliding_window = c.sliding_window;
   params.logit_softcap = c.softcap;
   return b;
@@ -246,7 +268,8 @@ void run_case(const Case& c) {
   // up to 2^-9 relative, independently: nmse ~ (2^-9)^2 / 3 with few keys, less with many;
   // measured 6e-7 to 1.6e-6 over these cases, bound 5e-6). Any error in the kernel's indexing or
   // lane order shows as an nmse near 1.
-  const bool bf16_dot_path = c.kv_type == KvType::kBF16 && c.head_dim <= 256;
+  const bool bf16_dot_path =
+      c.k() == KvType::kBF16 && c.v() == KvType::kBF16 && c.head_dim <= 256;
   const std::vector<float> bf16_expected =
       bf16_dot_path ? dense_attention(b, true) : std::vector<float>();
   const int64_t num_heads = b.num_heads, d = c.head_dim;
@@ -401,6 +424,91 @@ TEST(PagedAttention, ThreadCountDoesNotChangeBits) {
     }
   }
   omp_set_num_threads(saved);
+}
+
+// Quantized caches: the kernels read the q8_0 / q4_0 / fp8 rows that reshape_and_cache wrote (no
+// dequantized copy), so against the dense attention over the dequantized rows they are as exact
+// as on f32. Head dims are multiples of the 32-value block (fp8 below also takes tails); K and V
+// of one type and of two.
+TEST(PagedAttention, QuantizedCachesMatchDenseAttention) {
+  const std::vector<SeqSpec> mixed = {{37, 1}, {0, 1}, {20, 37}, {70, 1}, {0, 9}};
+  const int64_t head_dims[] = {64, 32, 128, 96, 256};
+  const std::pair<KvType, KvType> kv_pairs[] = {{KvType::kQ8_0, KvType::kQ8_0},
+                                                {KvType::kQ8_0, KvType::kBF16},
+                                                {KvType::kBF16, KvType::kQ8_0},
+                                                {KvType::kQ8_0, KvType::kF16},
+                                                {KvType::kF32, KvType::kQ8_0},
+                                                {KvType::kQ4_0, KvType::kQ4_0},
+                                                {KvType::kQ4_0, KvType::kQ8_0},
+                                                {KvType::kFp8E4M3, KvType::kFp8E4M3},
+                                                {KvType::kFp8E5M2, KvType::kFp8E5M2},
+                                                {KvType::kFp8E4M3, KvType::kBF16}};
+  // Each pair on four of the (GQA group, block size) shapes, the shapes taken in turn so that
+  // every shape meets several types (all 144 would cost the suite minutes).
+  const int64_t groups[] = {1, 3, 4, 8};
+  const int64_t block_sizes[] = {1, 16, 32};
+  uint32_t seed = 900;
+  int variant = 0;
+  for (const auto& [k_type, v_type] : kv_pairs) {
+    for (int shape = 0; shape < 4; ++shape, ++variant) {
+      const int64_t group = groups[variant % 4];
+      Case c{2, group, head_dims[variant % 5], block_sizes[variant / 4 % 3], k_type, mixed, seed++};
+      c.v_type = v_type;
+      if (group == 8) c.num_kv_heads = 1;
+      run_case(c);
+    }
+  }
+}
+
+// fp8 rows take any head dim: vector tails and head dims below one vector.
+TEST(PagedAttention, Fp8CachesWithHeadDimTails) {
+  const std::vector<SeqSpec> mixed = {{37, 1}, {0, 1}, {20, 37}, {70, 1}};
+  uint32_t seed = 940;
+  for (KvType type : {KvType::kFp8E4M3, KvType::kFp8E5M2}) {
+    for (int64_t head_dim : {20, 80, 17, 8, 200}) {
+      run_case({2, 3, head_dim, 16, type, mixed, seed++});
+    }
+  }
+}
+
+TEST(PagedAttention, QuantizedSlidingWindowsSoftcapsAndLongContexts) {
+  const std::vector<SeqSpec> mixed = {{70, 1}, {37, 1}, {20, 37}, {0, 40}, {0, 1}, {5, 2}};
+  uint32_t seed = 950;
+  const KvType types[] = {KvType::kQ8_0, KvType::kQ4_0, KvType::kFp8E4M3};
+  int variant = 0;
+  for (int64_t window : {1, 16, 33, 100}) {
+    for (int64_t block_size : {16, 7}) {
+      run_case({2, 4, 64, block_size, types[variant++ % 3], mixed, seed++, window,
+                window == 33 ? 5.0f : 0.0f});
+    }
+  }
+  // Several 512-key partitions split over the threads, a window across a partition boundary, a
+  // prefill chunk at long context, Gemma 3's head dim 256.
+  run_case({1, 3, 64, 16, KvType::kQ8_0, {{4500, 1}}, 960});
+  run_case({2, 4, 64, 16, KvType::kQ8_0, {{3500, 20}}, 961, 1500});
+  run_case({1, 4, 256, 32, KvType::kQ8_0, {{3000, 1}, {600, 3}}, 962, 512});
+  run_case({1, 4, 64, 128, KvType::kQ4_0, {{4200, 1}, {100, 30}}, 964});
+  run_case({2, 2, 128, 16, KvType::kFp8E4M3, {{3100, 1}}, 965, 700});
+  Case mixed_types{1, 4, 128, 16, KvType::kQ8_0, {{4100, 1}, {30, 9}}, 963};
+  mixed_types.v_type = KvType::kBF16;
+  run_case(mixed_types);
+}
+
+// Quantized rows of a batch are bitwise the same alone or batched, split or not, on any thread
+// count (the batch-invariance guarantees hold for q8_0 too).
+TEST(PagedAttention, QuantizedSplitRowsAreBitwiseTheBatchedRows) {
+  Case c = mixed_long_case(970, 0);
+  c.kv_type = KvType::kQ8_0;
+  const Batch b = make_batch(c);
+  for (cpu::Isa isa : testing::isas_to_test()) {
+    IsaScope scope(isa);
+    const std::vector<float> batched = b.run(AttentionSplit::kNever);
+    std::vector<float> alone(batched.size(), std::nanf(""));
+    for (int64_t s = 0; s < b.num_seqs; ++s) b.run_seqs(s, 1, AttentionSplit::kAlways, alone.data());
+    const size_t at = first_bit_difference(alone, batched);
+    EXPECT_EQ(at, batched.size()) << "isa=" << cpu::isa_name(isa) << " differs at token "
+                                  << at / (b.num_heads * b.c.head_dim);
+  }
 }
 
 TEST(PagedAttentionPlan, SplitsOnlyFewItemsWithLongContexts) {

@@ -362,3 +362,40 @@ TEST(Elementwise, RopeBothModesMatchReference) {
 
 }  // namespace
 }  // namespace vellum::kernels
+
+namespace vellum::kernels {
+namespace {
+
+// hadamard_rotate is H x with H the normalised Sylvester-Hadamard matrix (entry (i, j) =
+// (-1)^popcount(i & j) / sqrt(n)), so it keeps dot products, and applied twice gives x back.
+TEST(HadamardRotate, IsTheOrthonormalWalshHadamardMatrix) {
+  for (int64_t n : {1, 2, 8, 64, 256}) {
+    const int64_t num_rows = 3, stride = n + 5;
+    const auto x = testing::random_floats(num_rows * stride, static_cast<uint32_t>(n), -2.0f, 2.0f);
+    std::vector<float> rotated = x;
+    hadamard_rotate(rotated.data(), stride, num_rows, n);
+    for (int64_t r = 0; r < num_rows; ++r) {
+      for (int64_t i = 0; i < n; ++i) {
+        double expected = 0.0;
+        for (int64_t j = 0; j < n; ++j) {
+          const int sign = __builtin_popcountll(static_cast<uint64_t>(i & j)) % 2 == 0 ? 1 : -1;
+          expected += sign * double{x[r * stride + j]};
+        }
+        expected /= std::sqrt(static_cast<double>(n));
+        ASSERT_NEAR(rotated[r * stride + i], expected, 1e-5) << "n=" << n << " row " << r;
+      }
+      for (int64_t i = n; i < stride; ++i) ASSERT_EQ(rotated[r * stride + i], x[r * stride + i]);
+    }
+    double dot = 0.0, dot_rotated = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      dot += double{x[i]} * x[stride + i];
+      dot_rotated += double{rotated[i]} * rotated[stride + i];
+    }
+    EXPECT_NEAR(dot_rotated, dot, 1e-4 * n) << "n=" << n;
+    hadamard_rotate(rotated.data(), stride, num_rows, n);
+    for (int64_t i = 0; i < num_rows * stride; ++i) ASSERT_NEAR(rotated[i], x[i], 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace vellum::kernels

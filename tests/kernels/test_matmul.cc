@@ -115,6 +115,7 @@ const char* precision_name(MatmulPrecision p) {
   switch (p) {
     case MatmulPrecision::kAuto: return "auto";
     case MatmulPrecision::kBF16: return "bf16";
+    case MatmulPrecision::kF16: return "f16";
     case MatmulPrecision::kF32: return "f32";
   }
   return "?";
@@ -132,7 +133,8 @@ void check_shapes(WeightType type, const std::vector<Shape>& shapes) {
     const auto x = random_floats(s.m * s.n_in, seed + 7, -2.0f, 2.0f);
     std::vector<float> expected(s.m * s.n_out);
     ref::matmul(expected.data(), x.data(), s.m, w.data(), type, s.n_out, s.n_in);
-    for (MatmulPrecision precision : {MatmulPrecision::kAuto, MatmulPrecision::kBF16, MatmulPrecision::kF32}) {
+    for (MatmulPrecision precision : {MatmulPrecision::kAuto, MatmulPrecision::kBF16,
+                                      MatmulPrecision::kF16, MatmulPrecision::kF32}) {
       for (cpu::Isa isa : testing::isas_to_test()) {
         IsaScope scope(isa);
         const PackedLinear linear = PackedLinear::pack(w.data(), type, s.n_out, s.n_in, precision);
@@ -415,6 +417,12 @@ TEST(PackedLinear, PrecisionChoosesPackedType) {
   EXPECT_EQ(linear.weight_bytes(), size_t{4 * 64 * 4});
   const auto q = make_weights(WeightType::kQ8_0, 4, 64, 2);
   EXPECT_EQ(PackedLinear::pack(q.data(), WeightType::kQ8_0, 4, 64, MatmulPrecision::kBF16).packed_type(),
+            WeightType::kQ8_0);
+  // --dtype float16: f32 and bf16 weights are held in f16, quantized ones are kept.
+  const auto f32 = make_weights(WeightType::kF32, 4, 64, 3);
+  EXPECT_EQ(PackedLinear::pack(f32.data(), WeightType::kF32, 4, 64, MatmulPrecision::kF16).packed_type(),
+            WeightType::kF16);
+  EXPECT_EQ(PackedLinear::pack(q.data(), WeightType::kQ8_0, 4, 64, MatmulPrecision::kF16).packed_type(),
             WeightType::kQ8_0);
 }
 

@@ -81,3 +81,27 @@ def test_add_request_errors(engine):
         engine.add_request("long", too_long, SamplingParams())
     run(engine)
     assert engine.get_num_unfinished_requests() == 0
+
+
+def test_quantized_kv_cache_types():
+    """kv_cache_dtype / cache_type_k / cache_type_v reach the engine: the stats name the storage,
+    a q8_0 cache holds more blocks in the same bytes, and an unknown type is refused."""
+    from conftest import shared_model
+
+    model = shared_model("arch/llama-f16.gguf")  # head dim 64: whole 32-value q8_0 blocks
+
+    def stats_of(**kv):
+        engine = LLMEngine.from_engine_args(EngineArgs(model=model, **ENGINE, **kv))
+        engine.add_request("r", {"prompt_token_ids": [5, 6, 7, 8]}, SamplingParams(max_tokens=4))
+        outputs = run(engine)
+        assert len(outputs[-1].outputs[0].token_ids) == 4
+        return engine.get_stats()
+
+    bf16 = stats_of(kv_cache_dtype="bf16")
+    q8 = stats_of(kv_cache_dtype="q8_0")
+    mixed = stats_of(kv_cache_dtype="bf16", cache_type_k="q8_0")
+    assert (bf16.kv_cache_dtype, q8.kv_cache_dtype) == ("bf16", "q8_0")
+    assert mixed.kv_cache_dtype == "k=q8_0,v=bf16"
+    assert q8.num_kv_blocks > 1.8 * bf16.num_kv_blocks
+    with pytest.raises(Exception, match="q4_9"):
+        stats_of(kv_cache_dtype="q4_9")

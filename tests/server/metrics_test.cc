@@ -329,6 +329,19 @@ TEST(ServerMetricsTest, GaugesComeFromStatsWithEitherPrefix) {
   EXPECT_EQ(text.find("vllm:"), std::string::npos);
 }
 
+// The engine's resolved KV storage (issue 37) replaces the configured "auto" in cache_config_info.
+TEST(ServerMetricsTest, CacheConfigInfoNamesTheKvStorageInForce) {
+  EngineStats stats;
+  stats.num_kv_blocks = 684;
+  stats.block_size = 128;
+  stats.kv_cache_dtype = "k=q8_0,v=bf16";
+  ServerMetrics vllm(vllm_options());
+  const std::string text = vllm.render(stats);
+  EXPECT_NE(text.find(R"(block_size="128",cache_dtype="k=q8_0,v=bf16",)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(num_gpu_blocks="684",)"), std::string::npos) << text;
+}
+
 TEST(ServerMetricsTest, CountersAreDeltasOfCumulativeStatsWithTotalSuffix) {
   ServerMetrics metrics(vllm_options());
   step(metrics, cumulative_stats(10, 0, 16, 0, 0), 10, {});

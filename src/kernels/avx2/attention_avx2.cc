@@ -14,17 +14,21 @@
 //
 // AVX2 differences: 16 ymm registers, so scores go 8 keys at a time (8 FMA chains + the query);
 // no masked 16-bit loads, so f16/bf16 rows with a head-dim tail go through load_u16(p, n).
+// Quantized caches (q8_0, q4_0, fp8): K rows are converted to f32 once per tile like f16/bf16
+// (each key is reused by every row), V chunks are converted in registers as they are read; the
+// cache itself is never copied. K and V are template parameters apart, so they may differ in type.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
-#include <type_traits>
 
 #include "kernels/attention_plan.h"
 #include "kernels/threads.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/vec_math.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels::avx2 {
 namespace {
@@ -65,22 +69,86 @@ struct Inputs {
   const PagedAttentionParams& p;
 };
 
-// 8 head-dim values of a cache row as f32; the two-argument form reads only the first n < 8
-// (the last chunk of a row whose head dim is not a multiple of 8).
+// Head-dim values c .. c + 8 of a cache row (row: its first byte) as f32; the three-argument
+// form reads only the first n < 8 (the last chunk of a row whose head dim is not a multiple of
+// 8; never for the quantized types, whose head dim is a multiple of 32).
+using Row = const uint8_t*;
 struct KvF32 {
-  using T = float;
-  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
-  static __m256 load(const float* p, int64_t n) { return load_f32(p, n); }
+  static constexpr KvType kType = KvType::kF32;
+  static const float* at(Row row, int64_t c) { return reinterpret_cast<const float*>(row) + c; }
+  static __m256 load(Row row, int64_t c) { return _mm256_loadu_ps(at(row, c)); }
+  static __m256 load(Row row, int64_t c, int64_t n) { return load_f32(at(row, c), n); }
 };
 struct KvF16 {
-  using T = uint16_t;
-  static __m256 load(const uint16_t* p) { return load_f16(p); }
-  static __m256 load(const uint16_t* p, int64_t n) { return load_f16(p, n); }
+  static constexpr KvType kType = KvType::kF16;
+  static const uint16_t* at(Row row, int64_t c) { return reinterpret_cast<const uint16_t*>(row) + c; }
+  static __m256 load(Row row, int64_t c) { return load_f16(at(row, c)); }
+  static __m256 load(Row row, int64_t c, int64_t n) { return load_f16(at(row, c), n); }
 };
 struct KvBF16 {
-  using T = uint16_t;
-  static __m256 load(const uint16_t* p) { return load_bf16(p); }
-  static __m256 load(const uint16_t* p, int64_t n) { return load_bf16(p, n); }
+  static constexpr KvType kType = KvType::kBF16;
+  static const uint16_t* at(Row row, int64_t c) { return reinterpret_cast<const uint16_t*>(row) + c; }
+  static __m256 load(Row row, int64_t c) { return load_bf16(at(row, c)); }
+  static __m256 load(Row row, int64_t c, int64_t n) { return load_bf16(at(row, c), n); }
+};
+// GGML block_q8_0 rows: value c sits in block c / 32 (an f16 scale, then 32 int8), so a chunk of
+// 8 never straddles two blocks.
+struct KvQ8_0 {
+  static constexpr KvType kType = KvType::kQ8_0;
+  static __m256 load(Row row, int64_t c) {
+    const Row block = row + (c / 32) * 34;
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + c % 32));
+    uint16_t scale_bits;
+    std::memcpy(&scale_bits, block, 2);
+    const __m256 scale = _mm256_set1_ps(_cvtsh_ss(scale_bits));
+    return _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+  static __m256 load(Row row, int64_t c, int64_t /*n*/) { return load(row, c); }
+};
+// GGML block_q4_0 rows: value c in block c / 32 (an f16 scale, then 16 bytes), in the low nibble
+// of byte c % 32 for the block's first 16 values, the high nibble of byte c % 32 - 16 after.
+struct KvQ4_0 {
+  static constexpr KvType kType = KvType::kQ4_0;
+  static __m256 load(Row row, int64_t c) {
+    const Row block = row + (c / 32) * 18;
+    const int64_t in_block = c % 32;
+    __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + in_block % 16));
+    if (in_block >= 16) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
+    uint16_t scale_bits;
+    std::memcpy(&scale_bits, block, 2);
+    const __m256i centred = _mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(scale_bits)), _mm256_cvtepi32_ps(centred));
+  }
+  static __m256 load(Row row, int64_t c, int64_t /*n*/) { return load(row, c); }
+};
+// fp8 rows: an f32 scale, then one byte per value. E5M2 is an f16's upper byte. E4M3's seven
+// magnitude bits shifted into an f16's place read as an f16 with bias 15 instead of 7: 2^-8 of
+// the value, subnormals included; the scale carries the 2^8 back.
+template <bool kE4M3>
+struct KvFp8 {
+  static constexpr KvType kType = kE4M3 ? KvType::kFp8E4M3 : KvType::kFp8E5M2;
+  static __m256 convert(__m128i bytes, Row row) {
+    const __m128i wide = _mm_cvtepu8_epi16(bytes);
+    __m128i h;
+    if constexpr (kE4M3) {
+      h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(wide, _mm_set1_epi16(0x7f)), 7),
+                       _mm_slli_epi16(_mm_and_si128(wide, _mm_set1_epi16(0x80)), 8));
+    } else {
+      h = _mm_slli_epi16(wide, 8);
+    }
+    float scale;
+    std::memcpy(&scale, row, sizeof(float));
+    return _mm256_mul_ps(_mm256_set1_ps(kE4M3 ? scale * 256.0f : scale), _mm256_cvtph_ps(h));
+  }
+  static __m256 load(Row row, int64_t c) {
+    return convert(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + 4 + c)), row);
+  }
+  static __m256 load(Row row, int64_t c, int64_t n) {
+    uint64_t bytes = 0;
+    std::memcpy(&bytes, row + 4 + c, static_cast<size_t>(n));
+    return convert(_mm_cvtsi64_si128(static_cast<long long>(bytes)), row);
+  }
 };
 
 // Sums of each of 8 vectors, as one vector (lane t = sum of v[t]).
@@ -124,13 +192,12 @@ void scores_8(const float* q_row, const float* const* k_rows, int64_t d, bool pa
 // parameter and the tail load is hoisted out (kTail) so that the accumulators stay in registers:
 // with a branch on the chunk length inside, GCC kept them on the stack (perf annotate).
 template <int kRows, bool kTail, class Kv>
-void pv_chunk(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t nt, int64_t c,
-              int64_t tail) {
+void pv_chunk(Tiles& tl, int64_t i0, const Row* v_rows, int64_t nt, int64_t c, int64_t tail) {
   __m256 a[kRows];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) a[r] = _mm256_load_ps(&tl.part.acc[i0 + r][c]);
   for (int64_t t = 0; t < nt; ++t) {
-    const __m256 vv = kTail ? Kv::load(v_rows[t] + c, tail) : Kv::load(v_rows[t] + c);
+    const __m256 vv = kTail ? Kv::load(v_rows[t], c, tail) : Kv::load(v_rows[t], c);
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&tl.p[i0 + r][t]), vv, a[r]);
@@ -141,7 +208,7 @@ void pv_chunk(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_
 }
 
 template <int kRows, class Kv>
-void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t nt, int64_t d) {
+void pv_rows(Tiles& tl, int64_t i0, const Row* v_rows, int64_t nt, int64_t d) {
   const int64_t full = d / 8 * 8;
   for (int64_t c = 0; c < full; c += 8) pv_chunk<kRows, false, Kv>(tl, i0, v_rows, nt, c, 0);
   if (full < d) pv_chunk<kRows, true, Kv>(tl, i0, v_rows, nt, full, d - full);
@@ -169,7 +236,8 @@ void reset(RowStates& s, int64_t num_rows, int64_t d_pad) {
 }
 
 // tl.part := the online softmax of the item's rows over the keys of one partition (tl.q loaded).
-template <class Kv>
+// Kk reads the K pool, Kv the V pool.
+template <class Kk, class Kv>
 void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int64_t partition,
                       Tiles& tl) {
   const PagedAttentionParams& p = in.p;
@@ -193,20 +261,20 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   const int64_t kv_begin =
       std::max(kv_first, partition * attention::kPartitionKeys) / kKvTile * kKvTile;
   const int64_t kv_end = std::min(r.key_end, (partition + 1) * attention::kPartitionKeys);
-  using T = typename Kv::T;
-  constexpr bool kConvertK = !std::is_same_v<T, float>;
-  const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
-  const T* k_base = static_cast<const T*>(in.k_cache);
-  const T* v_base = static_cast<const T*>(in.v_cache);
+  constexpr bool kConvertK = Kk::kType != KvType::kF32;
+  const size_t k_row_bytes = kv_row_bytes(Kk::kType, d);
+  const size_t v_row_bytes = kv_row_bytes(Kv::kType, d);
+  const Row k_base = static_cast<Row>(in.k_cache);
+  const Row v_base = static_cast<Row>(in.v_cache);
   auto tile_offsets = [&](int64_t t_begin, int64_t* offsets) {
     return attention::tile_row_offsets(p, r, kv_head, t_begin, kKvTile, offsets);
   };
   // The next tile may be the next partition's first: the stream does not stall at partition ends.
   // Its K rows are prefetched at the start of this tile, its V rows before this tile's P·V, as
   // in avx512/attention_avx512.cc.
-  auto prefetch = [&](const T* base, const int64_t* offsets, int64_t n) {
+  auto prefetch = [&](Row base, size_t row_bytes, const int64_t* rows, int64_t n) {
     for (int64_t t = 0; t < n; ++t) {
-      const char* row = reinterpret_cast<const char*>(base + offsets[t]);
+      const char* row = reinterpret_cast<const char*>(base + static_cast<size_t>(rows[t]) * row_bytes);
       for (size_t line = 0; line < row_bytes; line += 64) prefetch_l2(row + line);
     }
   };
@@ -214,17 +282,17 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   int64_t next_offsets[kKvTile];
   {
     const int64_t n = tile_offsets(kv_begin, offsets);
-    prefetch(k_base, offsets, n);
-    prefetch(v_base, offsets, n);
+    prefetch(k_base, k_row_bytes, offsets, n);
+    prefetch(v_base, v_row_bytes, offsets, n);
   }
   const float* k_rows[kKvTile];
-  const T* v_rows[kKvTile];
+  Row v_rows[kKvTile];
   const float cap = p.logit_softcap;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t t0 = kv_begin; t0 < kv_end; t0 += kKvTile) {
     const int64_t nt = std::min<int64_t>(kKvTile, kv_end - t0);
     const int64_t next_n = t0 + kKvTile < r.key_end ? tile_offsets(t0 + kKvTile, next_offsets) : 0;
-    prefetch(k_base, next_offsets, next_n);
+    prefetch(k_base, k_row_bytes, next_offsets, next_n);
     // Rows that see at least one of these keys: position >= t0 (causal) and window start
     // < t0 + nt. Positions grow with the row index, so both bounds are row ranges.
     const int64_t row_begin = std::max<int64_t>(0, t0 - r.pos0) * hpi;
@@ -232,14 +300,14 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
         window > 0 ? std::min(num_rows, std::max<int64_t>(0, t0 + nt + window - 1 - r.pos0) * hpi)
                    : num_rows;
     for (int64_t t = 0; t < nt; ++t) {
-      v_rows[t] = v_base + offsets[t];
+      v_rows[t] = v_base + static_cast<size_t>(offsets[t]) * v_row_bytes;
+      const Row k_row = k_base + static_cast<size_t>(offsets[t]) * k_row_bytes;
       if constexpr (!kConvertK) {
-        k_rows[t] = k_base + offsets[t];
+        k_rows[t] = KvF32::at(k_row, 0);
       } else {  // keys are reused by every row and 8 at a time: convert once
-        const T* k_row = k_base + offsets[t];
         int64_t c = 0;
-        for (; c + 8 <= d; c += 8) _mm256_store_ps(&tl.k[t][c], Kv::load(k_row + c));
-        if (c < d) _mm256_store_ps(&tl.k[t][c], Kv::load(k_row + c, d - c));
+        for (; c + 8 <= d; c += 8) _mm256_store_ps(&tl.k[t][c], Kk::load(k_row, c));
+        if (c < d) _mm256_store_ps(&tl.k[t][c], Kk::load(k_row, c, d - c));
         k_rows[t] = tl.k[t];
       }
     }
@@ -292,7 +360,7 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
       }
     }
 
-    prefetch(v_base, next_offsets, next_n);
+    prefetch(v_base, v_row_bytes, next_offsets, next_n);
     // acc += P · V, 4 rows per pass so every value vector load feeds 4 FMAs.
     for (int64_t i0 = row_begin; i0 < row_end; i0 += 4) {
       switch (std::min<int64_t>(4, row_end - i0)) {
@@ -344,7 +412,7 @@ void write_output(const Inputs& in, const ItemRows& r, const RowStates& total) {
 }
 
 // A whole item on one thread: its partitions in order, each merged into the total as it ends.
-template <class Kv>
+template <class Kk, class Kv>
 void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
   const attention::Item item = plan.item(item_idx);
   const ItemRows r = plan.rows(item);
@@ -352,7 +420,7 @@ void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
   load_queries(in, r, tl);
   reset(tl.total, r.num_rows, d_pad);
   for (int64_t part = r.partition_begin; part < r.partition_end; ++part) {
-    attend_partition<Kv>(in, r, item.kv_head, part, tl);
+    attend_partition<Kk, Kv>(in, r, item.kv_head, part, tl);
     for (int64_t i = 0; i < r.num_rows; ++i) {
       merge_partial(tl.part.m[i], tl.part.l[i], tl.part.acc[i], tl.total, i, d_pad);
     }
@@ -361,12 +429,12 @@ void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
 }
 
 // One partition of an item, its partial stored in the plan's slot.
-template <class Kv>
+template <class Kk, class Kv>
 void run_unit(const Inputs& in, const Plan& plan, int64_t unit_idx, Tiles& tl) {
   const attention::Unit unit = plan.unit(unit_idx);
   const ItemRows r = plan.rows(unit.item);
   load_queries(in, r, tl);
-  attend_partition<Kv>(in, r, unit.item.kv_head, r.partition_begin + unit.offset, tl);
+  attend_partition<Kk, Kv>(in, r, unit.item.kv_head, r.partition_begin + unit.offset, tl);
   const Partial dst = plan.partial(unit.item_idx, unit.offset);
   const int64_t d_pad = (in.p.head_dim + 7) / 8 * 8;
   for (int64_t i = 0; i < r.num_rows; ++i) {
@@ -392,16 +460,16 @@ void combine_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& t
   write_output(in, r, tl.total);
 }
 
-template <class Kv>
+template <class Kk, class Kv>
 void run(const Inputs& in, const Plan& plan) {
   if (!plan.split()) {
     threads::parallel_for_dynamic<Tiles>(plan.num_items(), [&](int64_t idx, Tiles& tiles) {
-      run_item<Kv>(in, plan, idx, tiles);
+      run_item<Kk, Kv>(in, plan, idx, tiles);
     });
     return;
   }
   threads::parallel_for_dynamic<Tiles>(plan.num_units(), [&](int64_t u, Tiles& tiles) {
-    run_unit<Kv>(in, plan, u, tiles);
+    run_unit<Kk, Kv>(in, plan, u, tiles);
   });
   // Every partial is stored: merge them.
   threads::parallel_for_dynamic<Tiles>(plan.num_items(), [&](int64_t idx, Tiles& tiles) {
@@ -417,10 +485,26 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                      void* workspace) {
   const Plan plan(p, block_tables, seq_lens, query_start_loc, workspace);
   const Inputs in{out, q, q_stride, k_cache, v_cache, p};
-  switch (p.kv_type) {
-    case KvType::kF32: return run<KvF32>(in, plan);
-    case KvType::kF16: return run<KvF16>(in, plan);
-    case KvType::kBF16: return run<KvBF16>(in, plan);
+  // K and V of one type, or any K with a bf16, f16 or q8_0 V (kv_type_pair_supported): each pair
+  // is a compiled copy of the kernel, so not all 49.
+  auto with_v = [&]<class Kk>() {
+    if (p.v_type == Kk::kType) return run<Kk, Kk>(in, plan);
+    switch (p.v_type) {
+      case KvType::kF16: return run<Kk, KvF16>(in, plan);
+      case KvType::kBF16: return run<Kk, KvBF16>(in, plan);
+      case KvType::kQ8_0: return run<Kk, KvQ8_0>(in, plan);
+      default: return ref::paged_attention(in.out, in.q, in.q_stride, in.k_cache, in.v_cache,
+                                           block_tables, seq_lens, query_start_loc, p, nullptr);
+    }
+  };
+  switch (p.k_type) {
+    case KvType::kF32: return with_v.template operator()<KvF32>();
+    case KvType::kF16: return with_v.template operator()<KvF16>();
+    case KvType::kBF16: return with_v.template operator()<KvBF16>();
+    case KvType::kQ8_0: return with_v.template operator()<KvQ8_0>();
+    case KvType::kQ4_0: return with_v.template operator()<KvQ4_0>();
+    case KvType::kFp8E4M3: return with_v.template operator()<KvFp8<true>>();
+    case KvType::kFp8E5M2: return with_v.template operator()<KvFp8<false>>();
   }
 }
 

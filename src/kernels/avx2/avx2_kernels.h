@@ -34,7 +34,7 @@ void get_rows(float* out, const void* table, WeightType type, int64_t dim, const
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
-                       int64_t block_size, KvType type);
+                       int64_t block_size, KvType k_type, KvType v_type);
 
 // Head dims above this go to the reference (per-thread tiles are sized for it).
 inline constexpr int64_t kMaxAttentionHeadDim = 256;

@@ -27,18 +27,23 @@
 // accumulators stay f32. No conversion of K or V to f32: about half the instructions per key.
 // P·V pairs two keys per 32-bit lane (their V rows interleaved), so during a partition the
 // accumulators hold the head dims in the interleaved order (see unpermute_acc).
+// Quantized caches (q8_0 / q4_0 GGML blocks of 32 with an f16 scale, fp8 rows with an f32 scale):
+// read where the 16-bit types are, each 16-value chunk widened to f32 and scaled in registers (K converted once per tile into
+// tl.k when many rows share it, as f16/bf16 are); the cache itself is never copied. K and V are
+// template parameters apart (Kk, Kv), so they may differ in type; the bf16 dot path needs both.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
-#include <type_traits>
 
 #include "cpu/isa.h"
 #include "kernels/attention_plan.h"
 #include "kernels/threads.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/vec_math.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace vellum::kernels::avx512 {
 namespace {
@@ -97,13 +102,12 @@ struct Inputs {
 // head dim 64, filled the miss queue and stalled the core on the prefetches themselves).
 struct TilePrefetch {
   const char* base = nullptr;
-  const int64_t* offsets = nullptr;  // in elements of elem_bytes
-  int64_t n = 0;                     // rows; 0: nothing to prefetch
-  size_t elem_bytes = 0;
+  const int64_t* rows = nullptr;  // row indices into the pool, rows of row_bytes
+  int64_t n = 0;                  // rows; 0: nothing to prefetch
   size_t row_bytes = 0;
   void row(int64_t t) const {
     if (t >= n) return;
-    const char* r = base + static_cast<size_t>(offsets[t]) * elem_bytes;
+    const char* r = base + static_cast<size_t>(rows[t]) * row_bytes;
     for (size_t line = 0; line < row_bytes; line += 64) prefetch_l2(r + line);
   }
   void all() const {
@@ -111,25 +115,91 @@ struct TilePrefetch {
   }
 };
 
-// Loads 16 (masked) head-dim values of a cache row as f32.
+// Loads the 16 (masked) head-dim values of chunk c (values 16c ..) of a cache row as f32; T is
+// what the kernel's row pointers point to (bytes, but bf16 values for the dot path).
+using Row = const uint8_t*;
 struct KvF32 {
-  using T = float;
+  using T = uint8_t;
+  static constexpr KvType kType = KvType::kF32;
   static constexpr bool kDot = false;
-  static __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+  static __m512 load(Row row, int64_t c, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c * 16);
+  }
 };
 struct KvF16 {
-  using T = uint16_t;
+  using T = uint8_t;
+  static constexpr KvType kType = KvType::kF16;
   static constexpr bool kDot = false;
-  static __m512 load(const uint16_t* p, __mmask16 m) { return load_f16(p, m); }
+  static __m512 load(Row row, int64_t c, __mmask16 m) {
+    return load_f16(reinterpret_cast<const uint16_t*>(row) + c * 16, m);
+  }
 };
 struct KvBF16 {
-  using T = uint16_t;
+  using T = uint8_t;
+  static constexpr KvType kType = KvType::kBF16;
   static constexpr bool kDot = false;
-  static __m512 load(const uint16_t* p, __mmask16 m) { return load_bf16(p, m); }
+  static __m512 load(Row row, int64_t c, __mmask16 m) {
+    return load_bf16(reinterpret_cast<const uint16_t*>(row) + c * 16, m);
+  }
+};
+// GGML block_q8_0 rows (head dim a multiple of 32, so every mask is full): chunk c is half c % 2
+// of block c / 2, 34 bytes = an f16 scale and 32 int8.
+struct KvQ8_0 {
+  using T = uint8_t;
+  static constexpr KvType kType = KvType::kQ8_0;
+  static constexpr bool kDot = false;
+  static __m512 load(Row row, int64_t c, __mmask16 /*m*/) {
+    const Row block = row + (c / 2) * 34;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (c % 2) * 16));
+    uint16_t scale_bits;
+    std::memcpy(&scale_bits, block, 2);
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(scale_bits)),
+                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+};
+// GGML block_q4_0 rows: chunk c is half c % 2 of block c / 2 (18 bytes: an f16 scale, then
+// 16 bytes holding the block's first 16 values in their low nibbles, the next 16 in the high).
+struct KvQ4_0 {
+  using T = uint8_t;
+  static constexpr KvType kType = KvType::kQ4_0;
+  static constexpr bool kDot = false;
+  static __m512 load(Row row, int64_t c, __mmask16 /*m*/) {
+    const Row block = row + (c / 2) * 18;
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    if (c % 2 == 1) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
+    uint16_t scale_bits;
+    std::memcpy(&scale_bits, block, 2);
+    const __m512i centred = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(scale_bits)), _mm512_cvtepi32_ps(centred));
+  }
+};
+// fp8 rows: an f32 scale, then one byte per value. E5M2 is an f16's upper byte. E4M3's seven
+// magnitude bits shifted into an f16's place read as an f16 with bias 15 instead of 7: 2^-8 of
+// the value, subnormals included; the scale carries the 2^8 back.
+template <bool kE4M3>
+struct KvFp8 {
+  using T = uint8_t;
+  static constexpr KvType kType = kE4M3 ? KvType::kFp8E4M3 : KvType::kFp8E5M2;
+  static constexpr bool kDot = false;
+  static __m512 load(Row row, int64_t c, __mmask16 m) {
+    const __m256i wide = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, row + 4 + c * 16));
+    __m256i h;
+    if constexpr (kE4M3) {
+      h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(wide, _mm256_set1_epi16(0x7f)), 7),
+                          _mm256_slli_epi16(_mm256_and_si256(wide, _mm256_set1_epi16(0x80)), 8));
+    } else {
+      h = _mm256_slli_epi16(wide, 8);
+    }
+    float scale;
+    std::memcpy(&scale, row, sizeof(float));
+    return _mm512_mul_ps(_mm512_set1_ps(kE4M3 ? scale * 256.0f : scale), _mm512_cvtph_ps(h));
+  }
 };
 // A bf16 cache read by VDPBF16PS (AVX512-BF16): no load() to f32, see the file comment.
 struct KvBF16Dot {
   using T = uint16_t;
+  static constexpr KvType kType = KvType::kBF16;
   static constexpr bool kDot = true;
 };
 
@@ -193,8 +263,8 @@ __mmask16 chunk_mask(int64_t c, int64_t num_chunks, __mmask16 last_mask) {
 // bitwise the same however the rows are blocked. k_rows has kKvTile valid pointers (a short
 // tile repeats a row; those scores are masked later).
 template <int kChunks, class KLoad>
-void scores_blocked(Tiles& tl, int64_t row_begin, int64_t row_end,
-                    const typename KLoad::T* const* k_rows, int64_t nt, __mmask16 last_mask) {
+void scores_blocked(Tiles& tl, int64_t row_begin, int64_t row_end, const Row* k_rows, int64_t nt,
+                    __mmask16 last_mask) {
   constexpr int kR = 16 / kChunks;
   alignas(64) __m512 dots[kR][16];
   for (int64_t i0 = row_begin; i0 < row_end; i0 += kR) {
@@ -210,13 +280,13 @@ void scores_blocked(Tiles& tl, int64_t row_begin, int64_t row_end,
     for (int64_t t0 = 0; t0 < nt; t0 += 16) {
 #pragma GCC unroll 16
       for (int t = 0; t < 16; ++t) {
-        const typename KLoad::T* k = k_rows[t0 + t];
+        const Row k = k_rows[t0 + t];
         __m512 acc[kR];
 #pragma GCC unroll 16
         for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
 #pragma GCC unroll 16
         for (int c = 0; c < kChunks; ++c) {
-          const __m512 kv = KLoad::load(k + c * 16, chunk_mask(c, kChunks, last_mask));
+          const __m512 kv = KLoad::load(k, c, chunk_mask(c, kChunks, last_mask));
 #pragma GCC unroll 16
           for (int r = 0; r < kR; ++r) acc[r] = _mm512_fmadd_ps(q[r][c], kv, acc[r]);
         }
@@ -236,8 +306,8 @@ void scores_blocked(Tiles& tl, int64_t row_begin, int64_t row_end,
 // row's probability is broadcast once per 4 chunks; per (row, chunk) the FMAs run over the keys
 // in order, as the one-chunk loop for a last partial group does (bitwise the same).
 template <int kRows, class Kv>
-void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t nt,
-             int64_t num_chunks, __mmask16 last_mask) {
+void pv_rows(Tiles& tl, int64_t i0, const Row* v_rows, int64_t nt, int64_t num_chunks,
+             __mmask16 last_mask) {
   int64_t c0 = 0;
   for (; c0 + 4 <= num_chunks; c0 += 4) {
     __mmask16 m[4];
@@ -251,7 +321,7 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
     for (int64_t t = 0; t < nt; ++t) {
       __m512 vv[4];
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) vv[j] = Kv::load(v_rows[t] + (c0 + j) * 16, m[j]);
+      for (int j = 0; j < 4; ++j) vv[j] = Kv::load(v_rows[t], c0 + j, m[j]);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
         const __m512 pr = _mm512_set1_ps(tl.p[i0 + r][t]);
@@ -271,7 +341,7 @@ void pv_rows(Tiles& tl, int64_t i0, const typename Kv::T* const* v_rows, int64_t
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) a[r] = _mm512_load_ps(&tl.part.acc[i0 + r][c * 16]);
     for (int64_t t = 0; t < nt; ++t) {
-      const __m512 vv = Kv::load(v_rows[t] + c * 16, m);
+      const __m512 vv = Kv::load(v_rows[t], c, m);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
         a[r] = _mm512_fmadd_ps(_mm512_set1_ps(tl.p[i0 + r][t]), vv, a[r]);
@@ -532,36 +602,39 @@ void unpermute_acc(RowStates& s, int64_t num_rows, int64_t num_c2) {
 // chunks (64, 128, 256) hold rows' queries in registers (scores_blocked); a single block of rows
 // (decode: the query heads of one kv head) reads the keys straight from the cache, more rows
 // read them converted once into tl.k. Other head dims use scores_16 per row.
-template <class Kv>
-void tile_scores(Tiles& tl, int64_t row_begin, int64_t row_end, const typename Kv::T* const* cache_rows,
-                 const float** k_rows, int64_t nt, int64_t num_chunks, __mmask16 last_mask) {
-  using T = typename Kv::T;
+template <class Kk>
+void tile_scores(Tiles& tl, int64_t row_begin, int64_t row_end, const Row* cache_rows,
+                 int64_t nt, int64_t num_chunks, __mmask16 last_mask) {
+  constexpr bool kF32 = Kk::kType == KvType::kF32;
   const bool blocked = num_chunks == 4 || num_chunks == 8 || num_chunks == 16;
-  const bool direct = std::is_same_v<T, float> || (blocked && row_end - row_begin <= 16 / num_chunks);
+  const bool direct = kF32 || (blocked && row_end - row_begin <= 16 / num_chunks);
   if (direct && blocked) {
     switch (num_chunks) {
-      case 4: return scores_blocked<4, Kv>(tl, row_begin, row_end, cache_rows, nt, last_mask);
-      case 8: return scores_blocked<8, Kv>(tl, row_begin, row_end, cache_rows, nt, last_mask);
-      default: return scores_blocked<16, Kv>(tl, row_begin, row_end, cache_rows, nt, last_mask);
+      case 4: return scores_blocked<4, Kk>(tl, row_begin, row_end, cache_rows, nt, last_mask);
+      case 8: return scores_blocked<8, Kk>(tl, row_begin, row_end, cache_rows, nt, last_mask);
+      default: return scores_blocked<16, Kk>(tl, row_begin, row_end, cache_rows, nt, last_mask);
     }
   }
-  if constexpr (std::is_same_v<T, float>) {
-    for (int64_t t = 0; t < kKvTile; ++t) k_rows[t] = cache_rows[t];
+  const float* k_rows[kKvTile];  // f32 rows: the cache's, or converted into tl.k
+  if constexpr (kF32) {
+    for (int64_t t = 0; t < kKvTile; ++t) k_rows[t] = reinterpret_cast<const float*>(cache_rows[t]);
   } else {  // keys are reused by every row: convert once
     for (int64_t t = 0; t < nt; ++t) {
       for (int64_t c = 0; c < num_chunks; ++c) {
         _mm512_store_ps(&tl.k[t][c * 16],
-                        Kv::load(cache_rows[t] + c * 16, chunk_mask(c, num_chunks, last_mask)));
+                        Kk::load(cache_rows[t], c, chunk_mask(c, num_chunks, last_mask)));
       }
       k_rows[t] = tl.k[t];
     }
     for (int64_t t = nt; t < kKvTile; ++t) k_rows[t] = k_rows[0];
   }
   if (blocked) {
+    Row f32_rows[kKvTile];
+    for (int64_t t = 0; t < kKvTile; ++t) f32_rows[t] = reinterpret_cast<Row>(k_rows[t]);
     switch (num_chunks) {
-      case 4: return scores_blocked<4, KvF32>(tl, row_begin, row_end, k_rows, nt, last_mask);
-      case 8: return scores_blocked<8, KvF32>(tl, row_begin, row_end, k_rows, nt, last_mask);
-      default: return scores_blocked<16, KvF32>(tl, row_begin, row_end, k_rows, nt, last_mask);
+      case 4: return scores_blocked<4, KvF32>(tl, row_begin, row_end, f32_rows, nt, last_mask);
+      case 8: return scores_blocked<8, KvF32>(tl, row_begin, row_end, f32_rows, nt, last_mask);
+      default: return scores_blocked<16, KvF32>(tl, row_begin, row_end, f32_rows, nt, last_mask);
     }
   }
   for (int64_t i = row_begin; i < row_end; ++i) {
@@ -613,7 +686,8 @@ void reset(RowStates& s, int64_t num_rows, int64_t num_chunks) {
 }
 
 // tl.part := the online softmax of the item's rows over the keys of one partition (tl.q loaded).
-template <class Kv>
+// Kk reads the K pool, Kv the V pool.
+template <class Kk, class Kv>
 void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int64_t partition,
                       Tiles& tl) {
   const PagedAttentionParams& p = in.p;
@@ -643,10 +717,11 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   const int64_t kv_begin =
       std::max(kv_first, partition * attention::kPartitionKeys) / kKvTile * kKvTile;
   const int64_t kv_end = std::min(r.key_end, (partition + 1) * attention::kPartitionKeys);
-  using T = typename Kv::T;
-  const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
-  const T* k_base = static_cast<const T*>(in.k_cache);
-  const T* v_base = static_cast<const T*>(in.v_cache);
+  static_assert(Kk::kDot == Kv::kDot, "the bf16 dot path reads K and V as bf16");
+  const size_t k_row_bytes = kv_row_bytes(Kk::kType, d);
+  const size_t v_row_bytes = kv_row_bytes(Kv::kType, d);
+  const char* k_base = static_cast<const char*>(in.k_cache);
+  const char* v_base = static_cast<const char*>(in.v_cache);
   auto tile_offsets = [&](int64_t t_begin, int64_t* offsets) {
     return attention::tile_row_offsets(p, r, kv_head, t_begin, kKvTile, offsets);
   };
@@ -667,19 +742,18 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
   int64_t next_offsets[kKvTile];
   {
     const int64_t n = tile_offsets(kv_begin, offsets);
-    TilePrefetch{reinterpret_cast<const char*>(k_base), offsets, n, sizeof(T), row_bytes}.all();
-    TilePrefetch{reinterpret_cast<const char*>(v_base), offsets, n, sizeof(T), row_bytes}.all();
+    TilePrefetch{k_base, offsets, n, k_row_bytes}.all();
+    TilePrefetch{v_base, offsets, n, v_row_bytes}.all();
   }
-  const float* k_rows[kKvTile];
-  const T* k_cache_rows[kKvTile];
-  const T* v_rows[kKvTile];
+  const typename Kk::T* k_cache_rows[kKvTile];
+  const typename Kv::T* v_rows[kKvTile];
   const float cap = p.logit_softcap;
   for (int64_t t0 = kv_begin; t0 < kv_end; t0 += kKvTile) {
     const int64_t nt = std::min<int64_t>(kKvTile, kv_end - t0);
     const int64_t next_n = t0 + kKvTile < r.key_end ? tile_offsets(t0 + kKvTile, next_offsets) : 0;
-    const TilePrefetch k_next{reinterpret_cast<const char*>(k_base), next_offsets, next_n, sizeof(T), row_bytes};
-    const TilePrefetch v_next{reinterpret_cast<const char*>(v_base), next_offsets, next_n, sizeof(T), row_bytes};
-    if constexpr (!Kv::kDot) k_next.all();
+    const TilePrefetch k_next{k_base, next_offsets, next_n, k_row_bytes};
+    const TilePrefetch v_next{v_base, next_offsets, next_n, v_row_bytes};
+    if constexpr (!Kk::kDot) k_next.all();
     // Rows that see at least one of these keys: position >= t0 (causal) and window start
     // < t0 + nt. Positions grow with the row index, so both bounds are row ranges.
     const int64_t row_begin = std::max<int64_t>(0, t0 - r.pos0) * hpi;
@@ -687,11 +761,13 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
         window > 0 ? std::min(num_rows, std::max<int64_t>(0, t0 + nt + window - 1 - r.pos0) * hpi)
                    : num_rows;
     for (int64_t t = 0; t < nt; ++t) {
-      v_rows[t] = v_base + offsets[t];
-      k_cache_rows[t] = k_base + offsets[t];
+      v_rows[t] = reinterpret_cast<const typename Kv::T*>(
+          v_base + static_cast<size_t>(offsets[t]) * v_row_bytes);
+      k_cache_rows[t] = reinterpret_cast<const typename Kk::T*>(
+          k_base + static_cast<size_t>(offsets[t]) * k_row_bytes);
     }
     for (int64_t t = nt; t < kKvTile; ++t) k_cache_rows[t] = k_cache_rows[0];
-    if constexpr (Kv::kDot) {
+    if constexpr (Kk::kDot) {
       if (hpi >= kLanes4MinHeads) {
         tile_scores_lanes4(tl, row_begin, row_end, num_rows, k_cache_rows, nt, d, k_next);
       } else {
@@ -699,7 +775,7 @@ void attend_partition(const Inputs& in, const ItemRows& r, int64_t kv_head, int6
         tile_scores_dot(tl, row_begin, row_end, k_cache_rows, nt, num_c2, last_mask32);
       }
     } else {
-      tile_scores<Kv>(tl, row_begin, row_end, k_cache_rows, k_rows, nt, num_chunks, last_mask);
+      tile_scores<Kk>(tl, row_begin, row_end, k_cache_rows, nt, num_chunks, last_mask);
     }
 
     // Online softmax update per row, keys outside [lo_i, pos_i] masked to -inf.
@@ -817,7 +893,7 @@ void write_output(const Inputs& in, const ItemRows& r, const RowStates& total) {
 }
 
 // A whole item on one thread: its partitions in order, each merged into the total as it ends.
-template <class Kv>
+template <class Kk, class Kv>
 void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
   const attention::Item item = plan.item(item_idx);
   const ItemRows r = plan.rows(item);
@@ -825,7 +901,7 @@ void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
   load_queries(in, r, tl, Kv::kDot);
   reset(tl.total, r.num_rows, num_chunks);
   for (int64_t part = r.partition_begin; part < r.partition_end; ++part) {
-    attend_partition<Kv>(in, r, item.kv_head, part, tl);
+    attend_partition<Kk, Kv>(in, r, item.kv_head, part, tl);
     for (int64_t i = 0; i < r.num_rows; ++i) {
       merge_partial(tl.part.m[i], tl.part.l[i], tl.part.acc[i], tl.total, i, num_chunks);
     }
@@ -834,12 +910,12 @@ void run_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& tl) {
 }
 
 // One partition of an item, its partial stored in the plan's slot.
-template <class Kv>
+template <class Kk, class Kv>
 void run_unit(const Inputs& in, const Plan& plan, int64_t unit_idx, Tiles& tl) {
   const attention::Unit unit = plan.unit(unit_idx);
   const ItemRows r = plan.rows(unit.item);
   load_queries(in, r, tl, Kv::kDot);
-  attend_partition<Kv>(in, r, unit.item.kv_head, r.partition_begin + unit.offset, tl);
+  attend_partition<Kk, Kv>(in, r, unit.item.kv_head, r.partition_begin + unit.offset, tl);
   const Partial dst = plan.partial(unit.item_idx, unit.offset);
   const int64_t num_chunks = (in.p.head_dim + 15) / 16;
   for (int64_t i = 0; i < r.num_rows; ++i) {
@@ -865,16 +941,16 @@ void combine_item(const Inputs& in, const Plan& plan, int64_t item_idx, Tiles& t
   write_output(in, r, tl.total);
 }
 
-template <class Kv>
+template <class Kk, class Kv>
 void run(const Inputs& in, const Plan& plan) {
   if (!plan.split()) {
     threads::parallel_for_dynamic<Tiles>(plan.num_items(), [&](int64_t idx, Tiles& tiles) {
-      run_item<Kv>(in, plan, idx, tiles);
+      run_item<Kk, Kv>(in, plan, idx, tiles);
     });
     return;
   }
   threads::parallel_for_dynamic<Tiles>(plan.num_units(), [&](int64_t u, Tiles& tiles) {
-    run_unit<Kv>(in, plan, u, tiles);
+    run_unit<Kk, Kv>(in, plan, u, tiles);
   });
   // Every partial is stored: merge them.
   threads::parallel_for_dynamic<Tiles>(plan.num_items(), [&](int64_t idx, Tiles& tiles) {
@@ -890,12 +966,30 @@ void paged_attention(float* out, const float* q, int64_t q_stride, const void* k
                      void* workspace) {
   const Plan plan(p, block_tables, seq_lens, query_start_loc, workspace);
   const Inputs in{out, q, q_stride, k_cache, v_cache, p};
-  switch (p.kv_type) {
-    case KvType::kF32: return run<KvF32>(in, plan);
-    case KvType::kF16: return run<KvF16>(in, plan);
-    case KvType::kBF16:
-      if (cpu::selected_isa() >= cpu::Isa::kAvx512Bf16) return run<KvBF16Dot>(in, plan);
-      return run<KvBF16>(in, plan);
+  if (p.k_type == KvType::kBF16 && p.v_type == KvType::kBF16 &&
+      cpu::selected_isa() >= cpu::Isa::kAvx512Bf16) {
+    return run<KvBF16Dot, KvBF16Dot>(in, plan);
+  }
+  // K and V of one type, or any K with a bf16, f16 or q8_0 V (kv_type_pair_supported): each pair
+  // is a compiled copy of the kernel, so not all 49.
+  auto with_v = [&]<class Kk>() {
+    if (p.v_type == Kk::kType) return run<Kk, Kk>(in, plan);
+    switch (p.v_type) {
+      case KvType::kF16: return run<Kk, KvF16>(in, plan);
+      case KvType::kBF16: return run<Kk, KvBF16>(in, plan);
+      case KvType::kQ8_0: return run<Kk, KvQ8_0>(in, plan);
+      default: return ref::paged_attention(in.out, in.q, in.q_stride, in.k_cache, in.v_cache,
+                                           block_tables, seq_lens, query_start_loc, p, nullptr);
+    }
+  };
+  switch (p.k_type) {
+    case KvType::kF32: return with_v.template operator()<KvF32>();
+    case KvType::kF16: return with_v.template operator()<KvF16>();
+    case KvType::kBF16: return with_v.template operator()<KvBF16>();
+    case KvType::kQ8_0: return with_v.template operator()<KvQ8_0>();
+    case KvType::kQ4_0: return with_v.template operator()<KvQ4_0>();
+    case KvType::kFp8E4M3: return with_v.template operator()<KvFp8<true>>();
+    case KvType::kFp8E5M2: return with_v.template operator()<KvFp8<false>>();
   }
 }
 

@@ -34,7 +34,7 @@ void get_rows(float* out, const void* table, WeightType type, int64_t dim, const
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
-                       int64_t block_size, KvType type);
+                       int64_t block_size, KvType k_type, KvType v_type);
 // Round-to-nearest-even f32 -> bf16 bits, NaN kept quiet (matches float_to_bf16).
 void convert_f32_to_bf16(uint16_t* out, const float* x, int64_t n);
 // The m rows of x rounded as convert_f32_to_bf16 into out (m, n_in); produced rows one at a time.

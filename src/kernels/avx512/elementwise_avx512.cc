@@ -6,6 +6,7 @@
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/vec_math.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/kv_quant.h"
 #include "kernels/threads.h"
 
 namespace vellum::kernels::avx512 {
@@ -160,6 +161,10 @@ void dequantize_row(float* out, const void* row, WeightType type, int64_t dim) {
 }
 
 void store_row(void* dst, const float* src, int64_t n, KvType type) {
+  if (kv_type_is_quantized(type)) {  // one quantizer for every ISA: the same cache bytes
+    quantize_kv_row(dst, src, n, type);
+    return;
+  }
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m512 v = _mm512_maskz_loadu_ps(m, src + i);
@@ -167,6 +172,7 @@ void store_row(void* dst, const float* src, int64_t n, KvType type) {
       case KvType::kF32: _mm512_mask_storeu_ps(static_cast<float*>(dst) + i, m, v); break;
       case KvType::kF16: _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, m, to_f16(v)); break;
       case KvType::kBF16: _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, m, to_bf16(v)); break;
+      default: break;  // quantized: above
     }
   }
 }
@@ -186,20 +192,22 @@ void get_rows(float* out, const void* table, WeightType type, int64_t dim, const
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
-                       int64_t block_size, KvType type) {
-  const size_t elem = kv_type_size(type);
+                       int64_t block_size, KvType k_type, KvType v_type) {
+  const size_t k_row_bytes = kv_row_bytes(k_type, head_dim);
+  const size_t v_row_bytes = kv_row_bytes(v_type, head_dim);
   const bool parallel = num_tokens * num_kv_heads * head_dim >= 4 * kMinParallelElems;
   threads::parallel_for(num_tokens, parallel, [&](int64_t t) {
     const int64_t slot = slot_mapping[t];
-    if (slot < 0) return;
+    if (slot < 0) return;  // padding token
     const int64_t block_id = slot / block_size;
     const int64_t offset = slot % block_size;
     for (int64_t h = 0; h < num_kv_heads; ++h) {
-      const int64_t dst = ((block_id * num_kv_heads + h) * block_size + offset) * head_dim;
-      store_row(static_cast<uint8_t*>(k_cache) + dst * elem, k + t * k_stride + h * head_dim,
-                head_dim, type);
-      store_row(static_cast<uint8_t*>(v_cache) + dst * elem, v + t * v_stride + h * head_dim,
-                head_dim, type);
+      // Row (block_id, h, offset) of the (num_blocks, num_kv_heads, block_size) rows.
+      const auto row = static_cast<size_t>((block_id * num_kv_heads + h) * block_size + offset);
+      store_row(static_cast<uint8_t*>(k_cache) + row * k_row_bytes,
+                k + t * k_stride + h * head_dim, head_dim, k_type);
+      store_row(static_cast<uint8_t*>(v_cache) + row * v_row_bytes,
+                v + t * v_stride + h * head_dim, head_dim, v_type);
     }
   });
 }

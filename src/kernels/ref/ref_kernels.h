@@ -30,7 +30,7 @@ void dequantize_row(float* out, const void* row, WeightType type, int64_t n);
 void reshape_and_cache(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                        void* k_cache, void* v_cache, const int64_t* slot_mapping,
                        int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim,
-                       int64_t block_size, KvType type);
+                       int64_t block_size, KvType k_type, KvType v_type);
 
 // Needs no workspace (may be null).
 void paged_attention(float* out, const float* q, int64_t q_stride, const void* k_cache,
