@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# ThreadSanitizer pass (not part of scripts/test.sh: the instrumented build of the engine takes
-# longer than CI's budget on 2 cores). Builds build/tsan with -fsanitize=thread on the threaded
-# layers (engine client, server, bench-serve client; the compute kernels stay uninstrumented,
-# see cmake/VellumWarnings.cmake) and runs:
+# ThreadSanitizer pass, run by scripts/test.sh (CI). Builds build/tsan with -fsanitize=thread on
+# the threaded layers (engine client, server, bench-serve client; the compute kernels stay
+# uninstrumented, see cmake/VellumWarnings.cmake), limited to the four test binaries below and
+# the libraries they link, and runs:
 #   - the EngineClient tests (engine thread, request streams, many submitting threads),
 #   - the server's in-process tests (HTTP threads, SSE, disconnects, hostile clients),
 #   - the bench-serve client tests (client threads, SSE parsing).
-# Any data race fails the run (halt_on_error). Needs the shared test models for the engine and
-# server tests (they skip visibly without them).
+# Any data race fails the run (halt_on_error); scripts/tsan.supp lists the suppressed reports
+# (uninstrumented OpenMP and deliberate descriptor scans) and why. Needs the shared test models
+# for the engine and server tests (they skip without them, or fail under VELLUM_REQUIRE_MODELS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

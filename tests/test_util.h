@@ -53,6 +53,13 @@ inline std::filesystem::path real_f32_models_dir() {
   return real_models_dir();
 }
 
+// VELLUM_REQUIRE_MODELS=1 (set by scripts/test.sh): a test that needs a missing shared model
+// fails instead of skipping.
+inline bool models_required() {
+  const char* env = std::getenv("VELLUM_REQUIRE_MODELS");
+  return env != nullptr && std::string(env) == "1";
+}
+
 // A scratch directory unique to the running test binary.
 inline std::filesystem::path temp_dir() {
   auto dir = std::filesystem::temp_directory_path() /
@@ -63,14 +70,26 @@ inline std::filesystem::path temp_dir() {
 
 }  // namespace vellum::testing
 
-// Skips the current test when a file from ../shared/models is missing, saying which and where.
+// Skips the current test when a file from ../shared/models is missing, saying which and where;
+// fails instead under VELLUM_REQUIRE_MODELS=1 (CI), so that no test passes vacuously there.
 #define VELLUM_REQUIRE_MODEL_FILE(var, relative)                                             \
   const std::filesystem::path var = ::vellum::testing::model_file(relative);                \
   if (var.empty()) {                                                                         \
-    GTEST_SKIP() << "test model '" << (relative)                                            \
-                 << "' not found: put the shared models at ../shared/models or set "        \
-                    "VELLUM_TEST_MODELS";                                                    \
+    VELLUM_SKIP_FOR_MISSING_MODEL() << "test model '" << (relative)                         \
+                                    << "' not found: put the shared models at "             \
+                                       "../shared/models or set VELLUM_TEST_MODELS";         \
   }
+
+// `VELLUM_SKIP_FOR_MISSING_MODEL() << why;` skips the current test, or fails it when models are
+// required (VELLUM_REQUIRE_MODELS=1). Returns from the calling function either way.
+#define VELLUM_SKIP_FOR_MISSING_MODEL()                                                        \
+  return GTEST_MESSAGE_AT_(__FILE__, __LINE__,                                                 \
+                           ::vellum::testing::models_required()                                \
+                               ? "VELLUM_REQUIRE_MODELS=1 fails what would skip"              \
+                               : "",                                                           \
+                           ::vellum::testing::models_required()                                \
+                               ? ::testing::TestPartResult::kFatalFailure                     \
+                               : ::testing::TestPartResult::kSkip)
 
 // Fails (never skips) the current test when a real model from scripts/models.sh is missing: the
 // fidelity tests must not pass vacuously in CI when the download did not happen.

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <exception>
+#include <vector>
 
 namespace vellum::kernels::threads {
 namespace {
@@ -21,38 +22,44 @@ struct Team;
 // runs its own share of a hand-off).
 thread_local Team* t_team = nullptr;
 
-// Thread 0 publishes (body, context) and bumps `epoch`; the other threads run it and count
-// `pending` down. A new hand-off is only published after `pending` reached zero, so the fields
-// are never rewritten while a worker reads them. A worker that sleeps announces it in
-// `sleepers` before its last look at `epoch` (both sequentially consistent), so a bump either
-// is seen by that look or sees the sleeper and wakes it.
+// Thread 0 publishes (body, context) and bumps `epoch`; then every thread, thread 0 included,
+// claims shares (the `thread` argument of the body) until none is left, its own first: a share
+// is claimed by moving its slot in `claimed` from epoch - 1 to epoch, so each runs exactly once.
+// A worker that is descheduled (another process holds its core) or asleep on the futex thus
+// delays nothing: thread 0 runs its share instead, and a hand-off costs what the cores that are
+// running can do, not a time slice of the slowest one. `remaining` counts the shares not yet
+// finished; the next hand-off is only published when it reached zero, so body and context are
+// never rewritten while a share of the previous one runs, and a late worker's claim (with the
+// old epoch) fails. A worker that sleeps announces it in `sleepers` before its last look at
+// `epoch` (both sequentially consistent), so a bump either is seen by that look or sees the
+// sleeper and wakes it.
 struct Team {
-  int size = 1;
+  explicit Team(int num_threads) : size(num_threads), claimed(static_cast<size_t>(num_threads)) {}
+
+  const int size;
   detail::Body body = nullptr;
   void* context = nullptr;
-  bool stop = false;
+  std::atomic<bool> stop{false};  // set before the last bump; read after seeing a bump
+  std::vector<std::atomic<uint32_t>> claimed;  // per share: the last epoch that claimed it
   alignas(64) std::atomic<uint32_t> epoch{0};
   alignas(64) std::atomic<int> sleepers{0};
-  alignas(64) std::atomic<int> pending{0};
+  alignas(64) std::atomic<int> remaining{0};
 
   void dispatch(detail::Body b, void* c) {
     body = b;
     context = c;
-    pending.store(size - 1, std::memory_order_relaxed);
-    epoch.fetch_add(1, std::memory_order_seq_cst);
+    const bool last = stop.load(std::memory_order_relaxed);
+    remaining.store(last ? 0 : size, std::memory_order_relaxed);
+    const uint32_t now = epoch.fetch_add(1, std::memory_order_seq_cst) + 1;
     if (sleepers.load(std::memory_order_seq_cst) > 0) epoch.notify_all();
     std::exception_ptr error;
-    if (!stop) {
-      // Thread 0's share runs like a worker's: a parallel() call inside it runs inline.
+    if (!last) {
+      // Thread 0's shares run like a worker's: a parallel() call inside them runs inline.
       t_team = nullptr;
-      try {
-        b(c, 0, size);
-      } catch (...) {
-        error = std::current_exception();  // rethrown once the workers are done with `c`
-      }
+      run_shares(now, 0, &error);
       t_team = this;
     }
-    for (int spins = 0; pending.load(std::memory_order_acquire) != 0;) {
+    for (int spins = 0; remaining.load(std::memory_order_acquire) != 0;) {
       if (spins < kSpins) {
         ++spins;
         cpu_relax();
@@ -61,6 +68,30 @@ struct Team {
       }
     }
     if (error) std::rethrow_exception(error);
+  }
+
+  // Claims and runs shares of hand-off `now`, share `first` first. Thread 0 passes `error` and
+  // keeps an exception from a share (rethrown once every share is done, since the others use
+  // the captures its frame holds); workers pass none (their shares must not throw).
+  void run_shares(uint32_t now, int first, std::exception_ptr* error) {
+    for (int k = 0; k < size; ++k) {
+      const int share = (first + k) % size;
+      uint32_t expected = now - 1;
+      if (!claimed[static_cast<size_t>(share)].compare_exchange_strong(
+              expected, now, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        continue;  // run by another thread, or `now` is already over
+      }
+      if (error == nullptr) {
+        body(context, share, size);
+      } else {
+        try {
+          body(context, share, size);
+        } catch (...) {
+          if (!*error) *error = std::current_exception();
+        }
+      }
+      remaining.fetch_sub(1, std::memory_order_release);
+    }
   }
 
   // Returns the epoch after `seen`.
@@ -84,14 +115,11 @@ struct Team {
   void work(int thread) {
     for (uint32_t seen = 0;;) {
       seen = await(seen);
-      const bool last = stop;
-      if (!last) body(context, thread, size);
-      pending.fetch_sub(1, std::memory_order_release);
-      if (last) return;
+      if (stop.load(std::memory_order_relaxed)) return;
+      run_shares(seen, thread, nullptr);
     }
   }
 };
-
 
 }  // namespace
 
@@ -120,22 +148,23 @@ void run_as_team(Body body, void* context) {
     body(context, 0, 1);
     return;
   }
-  Team team;
+  // The region gets omp_get_max_threads() threads unless the runtime gives fewer (dynamic
+  // adjustment, thread limits): the team is made for the former, and a region that got fewer
+  // runs without a team.
+  Team team(omp_get_max_threads());
   std::exception_ptr error;
-#pragma omp parallel
+#pragma omp parallel num_threads(team.size)
   {
     const int thread = omp_get_thread_num();
     if (thread == 0) {
-      // Workers read `size` only after an epoch bump, which follows this store.
-      team.size = omp_get_num_threads();
-      if (team.size > 1) t_team = &team;
+      if (omp_get_num_threads() == team.size) t_team = &team;
       try {
         body(context, 0, 1);
       } catch (...) {
         error = std::current_exception();
       }
       t_team = nullptr;
-      team.stop = true;
+      team.stop.store(true, std::memory_order_relaxed);
       team.dispatch(nullptr, nullptr);  // releases the workers
     } else {
       team.work(thread);

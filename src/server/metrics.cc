@@ -71,8 +71,14 @@ std::string python_float_repr(double value) {
       repr = "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
     }
   } else {
+    // Appended in place: `"." + digits.substr(1)` (operator+ of a literal and a temporary,
+    // which inserts at its front) trips GCC 12's -Wrestrict false positive at -O3 (GCC bug
+    // 105651), which fails Release builds with warnings as errors.
     repr = digits.substr(0, 1);
-    if (digits.size() > 1) repr += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      repr += '.';
+      repr.append(digits, 1);
+    }
     char exp_buf[16];
     std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+',
                   std::abs(exponent));

@@ -178,6 +178,27 @@ std::optional<ApiError> parse_structured_outputs(const json& body, SamplingParam
   return std::nullopt;
 }
 
+// `parallel_tool_calls` after tool_choice: false is enforced by the "required" grammar (at most
+// one call; vLLM's maxItems 1) and holds trivially for a named function; with "auto" the parser
+// returns every call the model writes, so false is refused rather than silently ignored.
+static std::optional<ApiError> parse_parallel_tool_calls(const json& body, ToolRequest& out) {
+  if (!given(body, "parallel_tool_calls")) return std::nullopt;
+  const json& value = body.at("parallel_tool_calls");
+  if (!value.is_boolean()) {
+    return ApiError::invalid_request("'parallel_tool_calls' must be true or false",
+                                     "parallel_tool_calls");
+  }
+  out.parallel_tool_calls = value.get<bool>();
+  if (!out.parallel_tool_calls && out.choice == "auto") {
+    return ApiError::not_implemented(
+        "parallel_tool_calls false is enforced for tool_choice \"required\" or a named function; "
+        "with \"auto\" this server returns every call the model writes: use one of those, or "
+        "leave parallel_tool_calls unset",
+        "parallel_tool_calls");
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_tool_fields(const json& body, ToolRequest& out) {
   out = ToolRequest{};
   if (given(body, "tools")) {
@@ -205,7 +226,7 @@ std::optional<ApiError> parse_tool_fields(const json& body, ToolRequest& out) {
   }
   if (!given(body, "tool_choice")) {
     out.choice = out.tools.empty() ? "none" : "auto";
-    return std::nullopt;
+    return parse_parallel_tool_calls(body, out);
   }
   const json& choice = body.at("tool_choice");
   if (choice.is_string()) {
@@ -227,6 +248,7 @@ std::optional<ApiError> parse_tool_fields(const json& body, ToolRequest& out) {
         "\"function\": {\"name\": ...}}",
         "tool_choice");
   }
+  if (auto error = parse_parallel_tool_calls(body, out)) return error;
   if ((out.choice == "required" || out.named()) && out.tools.empty()) {
     return ApiError::bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
   }
@@ -277,6 +299,7 @@ std::optional<std::string> tool_choice_schema(const ToolRequest& request) {
          {"required", json::array({"name", "parameters"})}});
   }
   json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", std::move(any_of)}}}};
+  if (!request.parallel_tool_calls) schema["maxItems"] = 1;
   for (const auto& [section, entries] : defs.items()) schema[section] = entries;
   return schema.dump();
 }

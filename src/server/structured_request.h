@@ -4,7 +4,9 @@
 //   - `response_format` {"type": "text" | "json_object" | "json_schema"} on top: json_object sets
 //     structured_outputs.json_object, json_schema sets structured_outputs.json to its "schema";
 //   - chat `tools` and `tool_choice` ("none", "auto", "required" or a named function). The last
-//     two are enforced with a JSON schema (tool_choice_schema) that replaces structured_outputs.json.
+//     two are enforced with a JSON schema (tool_choice_schema) that replaces structured_outputs.json;
+//     `parallel_tool_calls: false` bounds "required" to one call in that schema (a named function
+//     is one call already; "auto" parses what the model writes, so false is refused there).
 // Errors are 400s naming the field; the schema itself is compiled (and its errors reported) when
 // the engine takes the request.
 #pragma once
@@ -25,6 +27,8 @@ struct ToolRequest {
   std::string choice = "none";
   std::string function_name;  // choice "function"
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // validated function tools
+  // OpenAI's parallel_tool_calls (default true): false allows at most one call.
+  bool parallel_tool_calls = true;
   bool named() const { return choice == "function"; }
 };
 
@@ -32,12 +36,12 @@ struct ToolRequest {
 std::optional<ApiError> parse_structured_outputs(const nlohmann::ordered_json& body,
                                                  SamplingParams& params);
 
-// Reads `tools` and `tool_choice`.
+// Reads `tools`, `tool_choice` and `parallel_tool_calls`.
 std::optional<ApiError> parse_tool_fields(const nlohmann::ordered_json& body, ToolRequest& out);
 
 // The JSON schema (as text) that enforces tool_choice "required" (a non-empty array of
-// {"name", "parameters"} calls of the given tools) or a named function (its parameters); none
-// for "none" and "auto".
+// {"name", "parameters"} calls of the given tools, of one call with parallel_tool_calls false) or
+// a named function (its parameters); none for "none" and "auto".
 std::optional<std::string> tool_choice_schema(const ToolRequest& tools);
 
 }  // namespace vellum::server

@@ -184,4 +184,9 @@ void expect_generation_agreement(const ReferenceCase& c, const CompletionOutput&
   agreement->merge(a);
 }
 
+void expect_argmax_checked(const Agreement& agreement, const std::string& what) {
+  EXPECT_GT(agreement.num_steps_argmax_checked, 0)
+      << what << ": no step's greedy token was checked (" << agreement.summary() << ")";
+}
+
 }  // namespace vellum::testing::fidelity

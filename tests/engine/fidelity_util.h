@@ -91,4 +91,9 @@ void expect_forced_agreement(const ReferenceCase& c, const std::vector<TokenLogp
 void expect_generation_agreement(const ReferenceCase& c, const CompletionOutput& out,
                                  double gap_threshold, double logprob_tol, Agreement* agreement);
 
+// Fails when `agreement` checked no step's argmax: a comparison that checked nothing would pass
+// whatever the engine computed. Which steps are checked follows from the reference's gaps (and,
+// for generation, from the engine agreeing up to them), so a correct engine always checks some.
+void expect_argmax_checked(const Agreement& agreement, const std::string& what);
+
 }  // namespace vellum::testing::fidelity

@@ -63,6 +63,8 @@ class FidelityF32 : public ::testing::TestWithParam<std::string> {
     std::cout << "[fidelity f32] " << GetParam() << " " << scenario
               << "\n  teacher-forced: " << forced.summary()
               << "\n  generation:     " << generated.summary() << std::endl;
+    testing::fidelity::expect_argmax_checked(forced, scenario + " (teacher-forced)");
+    testing::fidelity::expect_argmax_checked(generated, scenario + " (generation)");
   }
 
   EngineConfig config(const std::filesystem::path& model) const {
@@ -213,6 +215,7 @@ TEST_P(FidelityF32, AfterPreemption) {
   }
   std::cout << "[fidelity f32] " << GetParam() << " after " << stats.num_preemptions
             << " preemptions\n  generation:     " << generated.summary() << std::endl;
+  testing::fidelity::expect_argmax_checked(generated, "under preemption (generation)");
 }
 
 INSTANTIATE_TEST_SUITE_P(RealModels, FidelityF32, ::testing::Values("smollm2", "gemma3"),

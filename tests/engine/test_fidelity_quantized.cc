@@ -108,6 +108,7 @@ TEST_P(FidelityQuantized, DistanceFromF32NoLargerThanLlamaCpp) {
             << percentile(d.vellum_all, 0.5) << " p99 " << percentile(d.vellum_all, 0.99)
             << " max " << percentile(d.vellum_all, 1.0)
             << "\n  teacher-forced: " << forced.summary() << std::endl;
+  testing::fidelity::expect_argmax_checked(forced, "teacher-forced");
   // Two correct int8 engines draw different rounding noise: an activation code that flips on a
   // last-bit difference upstream moves a logprob by up to ~1 nat. Vellum's own two kernel sets
   // give medians and p99s 6-10 % apart (Zen 4: Gemma 3 median 0.0753 with AVX-512 vs 0.0693 with
@@ -145,6 +146,7 @@ TEST_P(FidelityQuantized, GreedyIdsEqualWhileGapIsLarge) {
   }
   std::cout << "[fidelity q] " << GetParam() << " generation: " << generated.summary()
             << std::endl;
+  testing::fidelity::expect_argmax_checked(generated, "generation");
 }
 
 // A q8_0 KV cache (issue 37): greedy runs still follow llama.cpp's tokens wherever its gap is

@@ -4,7 +4,8 @@
 #
 #   parallel_cli_test.sh VELLUM MODELS_DIR CASE
 #
-# Exit 77 (skip) when mpirun or the shared test models are missing. Open MPI refuses to run as
+# Exit 77 (skip) when mpirun or the shared test models are missing (models: exit 1 under
+# VELLUM_REQUIRE_MODELS=1). Open MPI refuses to run as
 # root without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), and 2 ranks with 2 threads each oversubscribe a
 # 2-core machine: both are set here, as the README tells users to.
 set -uo pipefail
@@ -18,9 +19,17 @@ if ! command -v mpirun >/dev/null 2>&1; then
   echo "skipped: mpirun is missing (scripts/setup.sh installs openmpi-bin)"
   exit 77
 fi
-if [ "$case_name" != tp2_generated_model ] && [ ! -f "$model" ]; then
-  echo "skipped: $model is missing (the shared test models are not installed)"
+# A missing model skips (exit 77), or fails under VELLUM_REQUIRE_MODELS=1 (CI).
+skip_for_missing_model() {
+  if [ "${VELLUM_REQUIRE_MODELS:-}" = 1 ]; then
+    echo "VELLUM_REQUIRE_MODELS=1: $1 is missing" >&2
+    exit 1
+  fi
+  echo "skipped: $1 is missing (the shared test models are not installed)"
   exit 77
+}
+if [ "$case_name" != tp2_generated_model ] && [ ! -f "$model" ]; then
+  skip_for_missing_model "$model"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Quiet Open MPI's notices about unused network interfaces in containers.
@@ -241,7 +250,7 @@ case $case_name in
     # fused QKV and gate|up (phi3), mixture-of-experts (experts split by FFN width), and weight
     # types sliced by rows and by whole 32-blocks.
     for m in qwen2-f16 qwen3-f16 gemma2-f16 phi3-f16 llama-q8_0 llama-q4_0 llama-moe-f16 qwen3moe-f16; do
-      [ -f "$arch/$m.gguf" ] || { echo "skipped: $arch/$m.gguf is missing"; exit 77; }
+      [ -f "$arch/$m.gguf" ] || skip_for_missing_model "$arch/$m.gguf"
       compare_generate "--tensor-parallel-size 2" --model "$arch/$m.gguf" --prompt Once \
         --prompt Hello --max-tokens 16 --temperature 0 --ignore-eos --json
     done

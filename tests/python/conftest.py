@@ -31,7 +31,10 @@ def shared_model(name: str) -> str:
     root = pathlib.Path(os.environ.get("VELLUM_TEST_MODELS", REPO.parent / "shared" / "models"))
     path = root / name
     if not path.exists():
-        pytest.skip(f"{path} is absent (set VELLUM_TEST_MODELS to the shared test models)")
+        why = f"{path} is absent (set VELLUM_TEST_MODELS to the shared test models)"
+        if os.environ.get("VELLUM_REQUIRE_MODELS") == "1":
+            pytest.fail(f"VELLUM_REQUIRE_MODELS=1: {why}")
+        pytest.skip(why)
     return str(path)
 
 

@@ -89,6 +89,7 @@ inline RealLogits load_stories_logits() {
 #define VELLUM_REQUIRE_STORIES_LOGITS(var)                                       \
   const auto var = ::vellum::sampling::testing::load_stories_logits();           \
   if (var.logits.empty()) {                                                      \
-    GTEST_SKIP() << "reference/logits.json not found: put the shared models at " \
-                    "../shared/models or set VELLUM_TEST_MODELS";                \
+    VELLUM_SKIP_FOR_MISSING_MODEL() << "reference/logits.json not found: put the " \
+                                       "shared models at ../shared/models or set " \
+                                       "VELLUM_TEST_MODELS";                       \
   }

@@ -149,8 +149,9 @@ class HostileInputTest : public ::testing::Test {
   }
   void SetUp() override {
     if (server_ == nullptr) {
-      GTEST_SKIP() << "test model 'stories260K.gguf' not found: put the shared models at "
-                      "../shared/models or set VELLUM_TEST_MODELS";
+      VELLUM_SKIP_FOR_MISSING_MODEL() << "test model 'stories260K.gguf' not found: put the "
+                                         "shared models at ../shared/models or set "
+                                         "VELLUM_TEST_MODELS";
     }
     ASSERT_GT(server_->port, 0);
     ASSERT_EQ(server_->client->state(), EngineClient::State::kReady)

@@ -119,5 +119,43 @@ TEST(StructuredRequest, ToolChoiceDefaultsAndSchemas) {
   EXPECT_EQ(none.choice, "none");
 }
 
+TEST(StructuredRequest, ParallelToolCallsFalseBoundsRequiredToOneCall) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  ToolRequest single;
+  ASSERT_FALSE(parse_tool_fields(
+      json::parse("{" + tools + R"(, "tool_choice": "required", "parallel_tool_calls": false})"),
+      single));
+  EXPECT_FALSE(single.parallel_tool_calls);
+  const json one = json::parse(*tool_choice_schema(single));
+  EXPECT_EQ(one["minItems"], 1);
+  EXPECT_EQ(one["maxItems"], 1);
+  ToolRequest parallel;  // the default (and an explicit true): no upper bound
+  ASSERT_FALSE(parse_tool_fields(
+      json::parse("{" + tools + R"(, "tool_choice": "required", "parallel_tool_calls": true})"),
+      parallel));
+  EXPECT_FALSE(json::parse(*tool_choice_schema(parallel)).contains("maxItems"));
+  // A named function is one call whatever the flag says.
+  ToolRequest named;
+  ASSERT_FALSE(parse_tool_fields(json::parse("{" + tools + R"(, "parallel_tool_calls": false,
+      "tool_choice": {"type": "function", "function": {"name": "f"}}})"),
+                                 named));
+  // "auto" parses whatever the model writes: false is refused, not ignored (tool_choice given
+  // or defaulted), and a non-boolean is a 400 naming the field.
+  for (const std::string& choice : {std::string(R"(, "tool_choice": "auto")"), std::string()}) {
+    ToolRequest automatic;
+    const auto error = parse_tool_fields(
+        json::parse("{" + tools + choice + R"(, "parallel_tool_calls": false})"), automatic);
+    ASSERT_TRUE(error) << choice;
+    EXPECT_EQ(error->status, 501);
+    EXPECT_EQ(error->param.value_or(""), "parallel_tool_calls");
+  }
+  ToolRequest bad;
+  const auto error =
+      parse_tool_fields(json::parse("{" + tools + R"(, "parallel_tool_calls": "no"})"), bad);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->status, 400);
+  EXPECT_NE(error->message.find("true or false"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace vellum::server

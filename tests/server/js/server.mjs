@@ -27,11 +27,14 @@ export function referenceCase(model, prompt) {
   return cases.find((c) => c.model === model && c.prompt === prompt);
 }
 
-// Why these tests cannot run here, or null.
+// Why these tests cannot run here, or null. Under VELLUM_REQUIRE_MODELS=1 (CI) a missing model
+// is an error, not a reason to skip: throws.
 export function skipReason(model = 'stories260K.gguf') {
   if (!existsSync(vellumBin)) return `vellum binary not found at ${vellumBin} (set VELLUM_BIN)`;
   if (!existsSync(modelPath(model))) {
-    return `${model} not found in ${modelsDir} (set VELLUM_TEST_MODELS)`;
+    const why = `${model} not found in ${modelsDir} (set VELLUM_TEST_MODELS)`;
+    if (process.env.VELLUM_REQUIRE_MODELS === '1') throw new Error(`VELLUM_REQUIRE_MODELS=1: ${why}`);
+    return why;
   }
   return null;
 }

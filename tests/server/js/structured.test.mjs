@@ -68,12 +68,19 @@ const tools = [
   { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 6 } }, required: ['zone'] } } },
 ];
 
+// Budgets that the grammar's shape guarantees, so that "stop" does not depend on what the toy
+// model prefers (which differs with the CPU's rounding): a Person in compact JSON is at most 241
+// bytes (56 fixed, a 12-character name and two 8-character pets at up to 6 bytes a character,
+// a 17-byte integer), every token is at least a byte, and EOS follows.
+const compact = { disable_any_whitespace: true };
+const personBudget = 300;
+
 describe('response_format', () => {
   it('json_schema through the client parse helper (zod) over several seeds', async () => {
     for (let seed = 0; seed < 4; seed++) {
       const res = await client.chat.completions.parse({
-        model: MODEL, messages, seed, temperature: 1, max_completion_tokens: 300,
-        response_format: zodResponseFormat(Person, 'person'),
+        model: MODEL, messages, seed, temperature: 1, max_completion_tokens: personBudget,
+        response_format: zodResponseFormat(Person, 'person'), structured_outputs: compact,
       });
       const choice = res.choices[0];
       assert.equal(choice.finish_reason, 'stop');
@@ -84,8 +91,9 @@ describe('response_format', () => {
 
   it('json_schema streamed: the deltas join into valid JSON', async () => {
     const stream = await client.chat.completions.create({
-      model: MODEL, messages, seed: 7, temperature: 1, max_completion_tokens: 300, stream: true,
+      model: MODEL, messages, seed: 7, temperature: 1, max_completion_tokens: personBudget, stream: true,
       response_format: { type: 'json_schema', json_schema: { name: 'p', strict: true, schema: zodResponseFormat(Person, 'p').json_schema.schema } },
+      structured_outputs: compact,
     });
     let text = '';
     let finish;
@@ -170,36 +178,75 @@ describe('tools', () => {
     }
   }
 
-  it('tool_choice "required" returns tool_calls with finish_reason "tool_calls"', async () => {
+  // With parallel_tool_calls false the grammar is one call of get_time: at most 14 whitespace
+  // runs of up to 21 bytes ("\n" and 20 indents), 6 string characters of up to 6 bytes and 46
+  // bytes of fixed text, 376 bytes in all. Every token is at least a byte, so the reply closes
+  // within 377 tokens (the last one EOS) whatever the model prefers: "tool_calls" is what the
+  // engine guarantees here, on any CPU's rounding.
+  const oneCallBudget = 400;
+
+  it('tool_choice "required", parallel_tool_calls false: one call, always closed', async () => {
+    for (let seed = 0; seed < 3; seed++) {
+      const res = await client.chat.completions.create({
+        model: MODEL, messages, tools: [tools[1]], tool_choice: 'required', seed, temperature: 1,
+        max_completion_tokens: oneCallBudget, parallel_tool_calls: false,
+      });
+      const choice = res.choices[0];
+      assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice.message));
+      assert.equal(choice.message.tool_calls.length, 1);
+      checkCall(choice.message.tool_calls[0]);
+    }
+  });
+
+  it('the same streamed through the client stream helper', async () => {
+    for (let seed = 11; seed < 13; seed++) {
+      const runner = client.chat.completions.stream({
+        model: MODEL, messages, tools: [tools[1]], tool_choice: 'required', seed, temperature: 1,
+        max_completion_tokens: oneCallBudget, parallel_tool_calls: false,
+      });
+      const final = await runner.finalChatCompletion();
+      const choice = final.choices[0];
+      assert.equal(choice.finish_reason, 'tool_calls');
+      assert.equal(choice.message.tool_calls.length, 1);
+      checkCall(choice.message.tool_calls[0]);
+    }
+  });
+
+  it('tool_choice "required" with parallel calls: a closed list of valid calls, or "length"', async () => {
+    // The list has no upper bound, so whether it closes within the budget is the model's choice
+    // (the toy model's, which differs between CPUs' rounding): a closed reply is "tool_calls"
+    // with valid calls, an open one is "length" with the unparsed list as content.
     for (let seed = 0; seed < 3; seed++) {
       const res = await client.chat.completions.create({
         model: MODEL, messages, tools, tool_choice: 'required', seed, temperature: 1,
         max_completion_tokens: 400, logit_bias: closeBias,
       });
       const choice = res.choices[0];
-      assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice.message));
-      assert.ok(choice.message.tool_calls.length >= 1);
-      choice.message.tool_calls.forEach(checkCall);
+      if (choice.finish_reason === 'tool_calls') {
+        assert.ok(choice.message.tool_calls.length >= 1);
+        choice.message.tool_calls.forEach(checkCall);
+      } else {
+        assert.equal(choice.finish_reason, 'length', JSON.stringify(choice.message));
+        assert.deepEqual(choice.message.tool_calls ?? [], []);
+        assert.match(choice.message.content, /^\s*\[\s*\{/);
+      }
     }
   });
 
-  it('tool_choice "required" streamed through the client stream helper', async () => {
-    for (let seed = 11; seed < 13; seed++) {
-      const runner = client.chat.completions.stream({
-        model: MODEL, messages, tools, tool_choice: 'required', seed, temperature: 1,
-        max_completion_tokens: 400, logit_bias: closeBias,
-      });
-      const final = await runner.finalChatCompletion();
-      const choice = final.choices[0];
-      assert.equal(choice.finish_reason, 'tool_calls');
-      assert.ok(choice.message.tool_calls.length >= 1);
-      choice.message.tool_calls.forEach(checkCall);
-    }
+  it('parallel_tool_calls: false with "auto" is refused (501), a non-boolean is a 400', async () => {
+    let res = await post('/v1/chat/completions', { model: MODEL, messages, tools, parallel_tool_calls: false });
+    assert.equal(res.status, 501);
+    assert.match(res.json.error.message, /parallel_tool_calls/);
+    res = await post('/v1/chat/completions', { model: MODEL, messages, tools, parallel_tool_calls: 'no' });
+    assert.equal(res.status, 400);
+    assert.match(res.json.error.message, /true or false/);
   });
 
   it('a named function: arguments match its parameters (parse helper with a strict tool)', async () => {
+    // The arguments are at most 258 bytes (8 whitespace runs of 21, a 10-character city): the
+    // budget of 300 tokens always reaches "stop"; get_time's (131 bytes) fits in 200.
     const res = await client.chat.completions.parse({
-      model: MODEL, messages, seed: 5, temperature: 1, max_completion_tokens: 200,
+      model: MODEL, messages, seed: 5, temperature: 1, max_completion_tokens: 300,
       tools: [zodFunction({ name: 'get_weather', parameters: z.object({ city: z.string().max(10), unit: z.enum(['celsius', 'fahrenheit']) }) })],
       tool_choice: { type: 'function', function: { name: 'get_weather' } },
     });
