@@ -205,8 +205,8 @@ def test_errors_from_the_engine_are_vllms_messages(llm):
 def test_engine_options_errors(tiny_model, tmp_path):
     with pytest.raises(OSError, match="model '.*missing.gguf' does not exist"):
         LLM(model=str(tmp_path / "missing.gguf"))
-    with pytest.raises(ValueError, match="float16"):
-        LLM(model=tiny_model, dtype="float16", **ENGINE)
+    with pytest.raises(ValueError, match="float8"):
+        LLM(model=tiny_model, dtype="float8", **ENGINE)
     with pytest.raises(ValueError, match="gpu_memory_utilization is a GPU option"):
         LLM(model=tiny_model, gpu_memory_utilization=0.9)
     # A hub name is not a local path: nothing is downloaded.
