@@ -57,7 +57,8 @@ std::variant<std::unique_ptr<CompletionRun>, ApiError> CompletionRun::start(
     // Only echo shows the prompt as text: decode token-id prompts for it alone.
     if (r.echo && std::holds_alternative<std::vector<int32_t>>(prompt) &&
         !engine.config().model.skip_tokenizer_init) {
-      ready.prompt_text = engine.decode(ready.token_ids, r.params.skip_special_tokens);
+      // As vLLM's renderer: the tokenizer's plain decode, special tokens kept.
+      ready.prompt_text = engine.decode(ready.token_ids, false);
     }
     run->inputs_.push_back(std::move(ready));
   }
